@@ -233,3 +233,63 @@ func TestCompactAlteredToDeleteAndBack(t *testing.T) {
 		t.Fatalf("compact,delete read from %d (record %+v):\n got %v\nwant %v", past, st, got, want)
 	}
 }
+
+// TestCompactDeleteRetentionWeighsPrefix shows retention.ms on a
+// compact,delete topic weighs the compacted prefix as Kafka weighs cleaned
+// segments: with old records (older than retention.ms) and then young ones
+// compacted into the prefix, the leader trims to the first prefix batch
+// holding a young record, not past the young ones; the next pass cuts
+// every replica's prefix there and a read from the log start gives each
+// young key's latest record. Before, retention weighed only the raft log
+// and never trimmed the old records the prefix held (log start 0).
+func TestCompactDeleteRetentionWeighsPrefix(t *testing.T) {
+	c := newMetaCluster(t, 33, 3, func(cfg *Config) {
+		retentionConfig(cfg)
+		cfg.CheckpointEntries = 16
+	})
+	lead := c.metaLeaderOf()
+	c.createTopicWith(lead, "kv", 1, 3, map[string]string{"cleanup.policy": "compact,delete", "segment.bytes": "4096",
+		"retention.ms": "-1", "retention.bytes": "-1", "delete.retention.ms": "0", "min.cleanable.dirty.ratio": "0.1"})
+	kv := TopicPartition{Topic: "kv"}
+	now := testClock{}.Realtime().UnixMilli()
+	var written []kvRecord
+	write := func(prefix string, ts int64, n int) {
+		for i := range n {
+			written = append(written, c.kvWrite(kv, ts, fmt.Sprintf("%s%d", prefix, i%20), fmt.Sprintf("v%d", len(written)))...)
+		}
+	}
+	cleanedPast := func(offset int64) {
+		for i := 0; ; i++ {
+			if st := c.cores[c.ids[0]].byTP[kv].part.Compaction(); st.DoneGeneration > 0 && st.CleanedTo > offset {
+				c.tick(20)
+				return
+			}
+			if i == 60 {
+				t.Fatalf("no pass past %d: %+v", offset, c.cores[c.ids[0]].byTP[kv].part.Compaction())
+			}
+			write("pad", now, 5)
+			c.tick(10)
+		}
+	}
+	write("old", now-10_000_000, 60)
+	young := c.cores[c.leader(kv)].byTP[kv].part.HighWatermark()
+	write("young", now-1000, 60)
+	cleanedPast(young + 60)
+	if e := c.alterTopic(lead, "kv", map[string]string{"retention.ms": "1000000"}); e != nil {
+		t.Fatalf("alter retention.ms: %v", e)
+	}
+	c.tick(40)
+	logStart := c.cores[c.leader(kv)].byTP[kv].part.LogStartOffset()
+	if firstLive := young + 40; logStart == 0 || logStart > firstLive {
+		t.Fatalf("log start %d: want past the old records, at most the first young survivor %d", logStart, firstLive)
+	}
+	cleanedPast(c.cores[c.leader(kv)].byTP[kv].part.HighWatermark())
+	st := c.checkPrefixesAgree(kv, 1)
+	if st.Decision.LogStart != logStart {
+		t.Fatalf("record %+v: the last pass was not decided at log start %d", st, logStart)
+	}
+	want := latestBelow(since(written, logStart), st.CleanedTo, false)
+	if got, _ := c.readNativeFrom(kv, 0, 1<<20, logStart); !slices.Equal(got, want) {
+		t.Fatalf("read from log start %d:\n got %v\nwant %v", logStart, got, want)
+	}
+}
