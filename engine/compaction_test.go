@@ -333,7 +333,9 @@ func TestTrimKeepsUncoveredBatches(t *testing.T) {
 	start, _ := p.IndexOrdinals()
 	for _, q := range []func() (*Partition, error){
 		func() (*Partition, error) { return RestorePartition(p.Snapshot()) },
-		func() (*Partition, error) { return RestorePartitionIndexed(p.StateSnapshot(), slices.Clone(p.IndexSince(start))) },
+		func() (*Partition, error) {
+			return RestorePartitionIndexed(p.StateSnapshot(), slices.Clone(p.IndexSince(start)))
+		},
 		func() (*Partition, error) { return RestorePartitionIndexed(p.RaftSnapshotState(), nil) },
 	} {
 		r, err := q()

@@ -33,9 +33,17 @@ import (
 // the earliest offset now and then while the writer runs, and once more
 // after the final heal.
 //
+// One kv seed in two (kvCompactDelete, a function of the seed) makes the
+// topic cleanup.policy=compact,delete with retention.ms and retention.bytes
+// drawn small (kvRetention), so the leaders' retention trims move the log
+// start inside and past the compacted prefixes while passes run, under the
+// same faults; the reader's consumer then resets to the earliest offset
+// when a trim passes its position.
+//
 // Checks, on every read:
-//   - the log starts at 0 (a compacted topic's log start never moves) and
-//     offsets strictly increase;
+//   - the log starts at 0 (a compact topic's log start never moves; on a
+//     compact,delete one it may), no record is read below the log start
+//     its fetch answered with, and offsets strictly increase;
 //   - every record is a write the writer made, with its key, value (or
 //     null) and header, at the offset its acknowledgement named when it
 //     was acknowledged, never a write whose failure was definite, never
@@ -48,7 +56,9 @@ import (
 //     one), unless that write is a tombstone, no record of the key is
 //     left and delete.retention.ms (less the spread of the nodes' clock
 //     skews since the tombstone was sent, jumps included) had passed
-//     since the tombstone was sent.
+//     since the tombstone was sent, or the write lies below the log start
+//     a fetch of the read answered with (retention removed it: only on a
+//     compact,delete topic, never otherwise).
 const (
 	topicKV           = "sim-kv"
 	kvKeys            = 24
@@ -81,6 +91,27 @@ const (
 // the writes stop) passes come twice as often (TestSimCompacted: 52
 // decisions in 10 seeds, from 24).
 const kvCheckpointEntriesMax = 8
+
+// kvPolicyStream separates the policy draws from the seed's other uses.
+const kvPolicyStream = 0x6b76706f6c696379
+
+// kvCompactDelete reports whether a seed running the workload makes
+// topicKV cleanup.policy=compact,delete (one such seed in two): a function
+// of the seed alone, so the catch-rate sweep knows the seeds that ran it.
+func kvCompactDelete(o Options) bool { return o.Compacted && mix64(o.Seed^kvPolicyStream)&1 == 1 }
+
+// kvRetention is a compact,delete seed's retention.ms and retention.bytes
+// (-1: none; never both): a few seconds of a run of tens, and a few of
+// the topic's 4 KiB segments, so trims come while the writer runs.
+func kvRetention(o Options) (ms, bytes int64) {
+	x := mix64(o.Seed ^ kvPolicyStream ^ 1)
+	ms = []int64{3000, 6000, 12000, -1}[x%4]
+	bytes = []int64{-1, 6 << 10, 12 << 10}[(x/4)%3]
+	if ms < 0 && bytes < 0 {
+		bytes = 8 << 10
+	}
+	return ms, bytes
+}
 
 // WithCompacted is o with the compacted-topic workload on.
 func WithCompacted(o Options) Options {
@@ -115,6 +146,8 @@ type kvSim struct {
 	prod   *clientlib.Client
 	cons   *clientlib.Client
 	writes []kvWrite
+	// deletes: topicKV is compact,delete (kvCompactDelete).
+	deletes bool
 	// restUntil is, per key, until when the writer leaves it deleted
 	// after a tombstone (a read then finds the tombstone its latest).
 	restUntil [kvKeys]time.Duration
@@ -153,7 +186,7 @@ func newKVSim(ww *wireWorkload, first int) *kvSim {
 	if !ww.w.opts.Compacted {
 		return nil
 	}
-	s := &kvSim{ww: ww}
+	s := &kvSim{ww: ww, deletes: kvCompactDelete(ww.w.opts)}
 	s.writer = newWireClient(ww, first, kindMember)
 	s.writer.inFlightMax = wireInFlightChoices[s.writer.rng.IntN(len(wireInFlightChoices))]
 	s.writer.idempotent = true // the order check needs it (and compaction keeps producer state)
@@ -198,12 +231,20 @@ func (s *kvSim) start() {
 func (s *kvSim) create(attempt int) {
 	cfg := map[string]string{"cleanup.policy": "compact", "segment.bytes": strconv.Itoa(kvSegmentBytes),
 		"min.cleanable.dirty.ratio": "0.01", "segment.ms": "1000", "delete.retention.ms": strconv.FormatInt(kvDeleteRetention.Milliseconds(), 10)}
+	if s.deletes {
+		ms, bytes := kvRetention(s.ww.w.opts)
+		cfg["cleanup.policy"] = "compact,delete"
+		cfg["retention.ms"], cfg["retention.bytes"] = strconv.FormatInt(ms, 10), strconv.FormatInt(bytes, 10)
+	}
 	var err error
 	s.prod.SimRun(func(ctx context.Context) {
 		err = s.prod.CreateTopic(ctx, topicKV, 1, int32(s.ww.w.opts.Replication), cfg)
 	}, func() {
 		if err == nil || errors.Is(err, clientlib.ErrTopicExists) {
 			s.ww.w.coverage.Inc("kv/topic-created")
+			if s.deletes {
+				s.ww.w.coverage.Inc("kv/compact-delete")
+			}
 			s.writer.after(s.gap(), s.write)
 			s.reader.after(kvReadEvery, s.readDuringRun)
 			return
@@ -349,10 +390,13 @@ type kvRead struct {
 	target   int64 // read until the position reaches it
 	answered bool  // a fetch answered: target covers its high-water mark
 	polls    int
-	failed   int // Polls in a row that brought an error and no record
-	logStart int64
-	recs     []*clientlib.Record
-	k        *clientlib.Consumer
+	failed   int   // Polls in a row that brought an error and no record
+	logStart int64 // the largest log start a fetch answered with
+	// below is the first record read below the log start its fetch
+	// answered with (nil: none).
+	below *clientlib.Record
+	recs  []*clientlib.Record
+	k     *clientlib.Consumer
 }
 
 // read reads topicKV from the earliest offset up to the high-water mark
@@ -360,8 +404,11 @@ type kvRead struct {
 // began; then checks, then runs then.
 func (s *kvSim) read(final bool, then func()) {
 	s.reading = true
-	rd := &kvRead{final: final, start: s.ww.w.now(), logStart: -1,
-		k: clientlib.NewConsumer(s.cons, clientlib.FetchMaxWait(libConsumerMaxWaitMin))}
+	opts := []clientlib.ConsumerOpt{clientlib.FetchMaxWait(libConsumerMaxWaitMin)}
+	if s.deletes {
+		opts = append(opts, clientlib.OffsetResetPolicy(clientlib.ResetEarliest)) // a trim may pass the position
+	}
+	rd := &kvRead{final: final, start: s.ww.w.now(), logStart: -1, k: clientlib.NewConsumer(s.cons, opts...)}
 	rd.k.Assign(topicKV, 0, clientlib.OffsetEarliest())
 	for _, wr := range s.writes {
 		if wr.state == kvAcked {
@@ -406,8 +453,11 @@ func (s *kvSim) poll(rd *kvRead, then func()) {
 				// a record committed during it may supersede one read.
 				rd.target = max(rd.target, f.HighWatermark)
 			}
-			if !rd.answered {
-				rd.answered, rd.logStart = true, f.LogStartOffset
+			rd.answered, rd.logStart = true, max(rd.logStart, f.LogStartOffset)
+			for _, r := range f.Records {
+				if r.Offset < f.LogStartOffset && rd.below == nil {
+					rd.below = r // checked with the read
+				}
 			}
 			rd.recs = append(rd.recs, f.Records...)
 		}
@@ -467,6 +517,12 @@ func (s *kvSim) checkLatest(rd *kvRead, last []int64, fail func(string, ...any))
 		if last[k] >= wr.offset {
 			continue
 		}
+		if wr.offset < rd.logStart {
+			// Below the log start: retention removed it (only a
+			// compact,delete topic's log start moves: check).
+			w.coverage.Inc("kv/retention-removed")
+			continue
+		}
 		if wr.tomb && last[k] < 0 {
 			// A pass stamps the tombstone's horizon from its leader's
 			// clock, after the tombstone was sent, and a later pass,
@@ -524,8 +580,11 @@ func (s *kvSim) check(rd *kvRead) {
 			fmt.Sprintf(format, args...))
 	}
 	w.coverage.Inc("kv/read")
-	if rd.logStart > 0 {
-		fail("log start %d: a compacted topic's log start never moves", rd.logStart)
+	if rd.logStart > 0 && !s.deletes {
+		fail("log start %d: a compact topic's log start never moves", rd.logStart)
+	}
+	if rd.below != nil {
+		fail("record at offset %d read below the log start its fetch answered with", rd.below.Offset)
 	}
 	last := make([]int64, kvKeys) // per key, the offset of its last record read
 	for k := range last {
