@@ -276,11 +276,14 @@ func (p *Partition) trim(offset, nowMs int64) {
 	n := sort.Search(len(live), func(i int) bool { return live[i].endOffset() > offset })
 	if p.compaction.Decision.Generation != 0 {
 		// A compacted topic (compact,delete; delete-records): the batches
-		// no reported pass covers stay indexed below the log start, so a
-		// replica whose pass lags still finds the raft entries of its
-		// next pass's input (the pass drops them: engine/compact's rule
-		// 8). Nothing below the log start is served (Locate refuses it).
-		n = min(n, p.covered)
+		// stay indexed below the log start until this replica's own
+		// raft-log trim (Compacted, bounded by its own prefix) drops them,
+		// so a replica whose pass lags the record still finds its next
+		// pass's input (which drops them: engine/compact's rule 8). The
+		// digest leaves covered batches out and every replica keeps the
+		// others alike. Nothing below the log start is served (Locate
+		// refuses it).
+		n = 0
 	}
 	p.drop(n)
 }

@@ -204,11 +204,13 @@ func (p *Partition) trimTxns(offset, nowMs int64) {
 		}
 	}
 	if p.compaction.Decision.Generation != 0 {
-		// A compacted topic: a pass that has not run yet over records at
-		// or past its decision's log start must still know them aborted
-		// (engine/compact's rule 4 on every replica alike), so only what
-		// the reported passes cover goes (as trim keeps the index).
-		offset = min(offset, p.compaction.CleanedTo)
+		// A compacted topic: a pass that has not run yet on this replica
+		// (its own prefix may lag the record) must still know the
+		// transactions aborted (engine/compact's rule 4 on every replica
+		// alike), so none goes here (as trim keeps the index). Bounding
+		// the aborted index of a compacted log is engine/compact's "Still
+		// to do" (AbortedForgotten).
+		offset = 0
 	}
 	live := p.aborted[p.abortedHead:]
 	n := sort.Search(len(live), func(i int) bool { return live[i].LastOffset >= offset })

@@ -416,8 +416,10 @@ func (c *Core) gatherPass(g *group, f *passFlight) error {
 	}
 	locs := g.part.AppendPassLocations(p.locs[:0], f.next, passEntriesPerTick)
 	p.locs = locs
-	if len(locs) > 0 && locs[0].BaseOffset > f.next {
-		return fmt.Errorf("%w: the raft log starts at offset %d, the pass at %d", raft.ErrCompacted, locs[0].BaseOffset, f.next)
+	if (len(locs) > 0 && locs[0].BaseOffset > f.next) || (len(locs) == 0 && f.next < g.part.HighWatermark()) {
+		// The index no longer holds the pass's input (a raft snapshot
+		// past this replica's prefix): stuck, never a pass over less.
+		return fmt.Errorf("%w: the raft log holds no batch at offset %d of the pass", raft.ErrCompacted, f.next)
 	}
 	if len(locs) > 0 && len(f.dirty) == 0 && f.fromLogStart && locs[0].BaseOffset < f.next {
 		// A first pass from a log start inside a batch (delete-records):
@@ -460,7 +462,13 @@ func (c *Core) gatherPass(g *group, f *passFlight) error {
 // startPassWrite begins the new generation and queues the write job.
 func (c *Core) startPassWrite(g *group, f *passFlight) {
 	s := g.pass.store
-	w, err := s.Begin(f.d.Generation, f.d.LogStart)
+	// The new prefix's start: at or below every batch the pass may keep,
+	// one the log start falls inside included (DeleteRecords mid-batch).
+	start := min(f.d.LogStart, f.firstDirty)
+	if s.Generation() > 0 {
+		start = min(start, s.Start())
+	}
+	w, err := s.Begin(f.d.Generation, start)
 	if err != nil {
 		g.pass.flight = nil
 		c.passStuck(g, fmt.Sprintf("begin generation %d: %v", f.d.Generation, err))

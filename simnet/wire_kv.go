@@ -38,7 +38,9 @@ import (
 // drawn small (kvRetention), so the leaders' retention trims move the log
 // start inside and past the compacted prefixes while passes run, under the
 // same faults; the reader's consumer then resets to the earliest offset
-// when a trim passes its position.
+// when a trim passes its position. When the writer is done the topic is
+// altered to compact (alterToCompact), so the final read checks every key
+// retention has not reached by then.
 //
 // Checks, on every read:
 //   - the log starts at 0 (a compact topic's log start never moves; on a
@@ -77,6 +79,11 @@ const (
 	// write, inside and past delete.retention.ms.
 	kvRestMin = 2 * time.Second
 	kvRestMax = 12 * time.Second
+	// On a compact,delete topic, one write event in kvDeleteEvery first
+	// deletes the records below up to kvDeleteStep offsets past the log
+	// start (deleteSome).
+	kvDeleteEvery = 25
+	kvDeleteStep  = 8
 )
 
 // kvCheckpointEntriesMax caps a seed's checkpoint interval when it runs
@@ -101,14 +108,14 @@ const kvPolicyStream = 0x6b76706f6c696379
 func kvCompactDelete(o Options) bool { return o.Compacted && mix64(o.Seed^kvPolicyStream)&1 == 1 }
 
 // kvRetention is a compact,delete seed's retention.ms and retention.bytes
-// (-1: none; never both): a few seconds of a run of tens, and a few of
-// the topic's 4 KiB segments, so trims come while the writer runs.
+// (-1: none; never both): seconds of a writer's run of some twenty, and a
+// few of the topic's 4 KiB segments, so trims come while the writer runs.
 func kvRetention(o Options) (ms, bytes int64) {
 	x := mix64(o.Seed ^ kvPolicyStream ^ 1)
-	ms = []int64{3000, 6000, 12000, -1}[x%4]
-	bytes = []int64{-1, 6 << 10, 12 << 10}[(x/4)%3]
+	ms = []int64{2000, 4000, 8000, -1}[x%4]
+	bytes = []int64{-1, 8 << 10, 16 << 10}[(x/4)%3]
 	if ms < 0 && bytes < 0 {
-		bytes = 8 << 10
+		bytes = 16 << 10
 	}
 	return ms, bytes
 }
@@ -146,8 +153,12 @@ type kvSim struct {
 	prod   *clientlib.Client
 	cons   *clientlib.Client
 	writes []kvWrite
-	// deletes: topicKV is compact,delete (kvCompactDelete).
-	deletes bool
+	// deletes: topicKV is compact,delete (kvCompactDelete); trimming: a
+	// DeleteRecords of the writer's runs (deleteSome); logStart: the
+	// newest log start one answered with.
+	deletes  bool
+	trimming bool
+	logStart int64
 	// restUntil is, per key, until when the writer leaves it deleted
 	// after a tombstone (a read then finds the tombstone its latest).
 	restUntil [kvKeys]time.Duration
@@ -284,12 +295,46 @@ func (s *kvSim) write() {
 		n = 2 + s.writer.rng.IntN(kvBurstMax-1)
 		s.ww.w.coverage.Inc("kv/burst")
 	}
+	if s.deletes && !s.trimming && len(s.writes)%kvDeleteEvery == kvDeleteEvery-1 {
+		s.deleteSome()
+	}
 	gap := time.Duration(0)
 	for i := 0; i < n && len(s.writes) < kvWritesMax; i++ {
 		s.writeOne()
 		gap += s.gap() // a burst of n waits n think times: the writes span the same time
 	}
 	s.writer.after(max(gap, 1), s.write)
+}
+
+// deleteSome deletes the records below a few offsets past the log start
+// last seen (DeleteRecords, which Kafka takes on a compact,delete topic),
+// so trims cut into the compacted prefixes, mid-batch too, while passes
+// run, beside retention's (which seldom reaches a prefix holding only the
+// young latest values of a small key space). A few offsets a time: the
+// final read still judges most keys.
+func (s *kvSim) deleteSome() {
+	top := int64(-1)
+	for _, wr := range s.writes {
+		if wr.state == kvAcked {
+			top = max(top, wr.offset)
+		}
+	}
+	before := min(s.logStart+1+s.writer.rng.Int64N(kvDeleteStep), top+1)
+	if before <= s.logStart {
+		return
+	}
+	s.trimming = true
+	var logStart int64
+	var err error
+	s.prod.SimRun(func(ctx context.Context) {
+		logStart, err = s.prod.DeleteRecords(ctx, topicKV, 0, before)
+	}, func() {
+		s.trimming = false
+		if err == nil {
+			s.logStart = max(s.logStart, logStart)
+			s.ww.w.coverage.Inc("kv/delete-records")
+		}
+	})
 }
 
 // writeOne produces one update (or tombstone) of a drawn key.
@@ -338,12 +383,44 @@ func (s *kvSim) written(id int, r *clientlib.Record, err error) {
 	}
 }
 
-// stop counts the writer out of the workload, once.
+// stop counts the writer out of the workload, once: on a compact,delete
+// topic after altering it to compact (alterToCompact).
 func (s *kvSim) stop() {
-	if !s.stopped {
-		s.stopped = true
-		s.ww.clientDone()
+	if s.stopped {
+		return
 	}
+	if s.trimming {
+		s.writer.after(kvWriteGapMax, s.stop) // the DeleteRecords task first: one task a client
+		return
+	}
+	s.stopped = true
+	if s.deletes {
+		s.alterToCompact(0)
+		return
+	}
+	s.ww.clientDone()
+}
+
+// alterToCompact alters a compact,delete topicKV to cleanup.policy=compact
+// once the writer is done (topic alter under the seed's faults), so that
+// retention, which raced the passes while the writer ran, removes no more:
+// the final read then holds every key whose latest write is still past the
+// log start to compaction's promise. A failed alter is retried; given up,
+// the final read only excuses more keys (below the log start).
+func (s *kvSim) alterToCompact(attempt int) {
+	var err error
+	s.prod.SimRun(func(ctx context.Context) {
+		_, err = s.prod.AlterTopicConfig(ctx, topicKV, map[string]string{"cleanup.policy": "compact"}, nil)
+	}, func() {
+		if err == nil || attempt >= attemptsMax {
+			if err == nil {
+				s.ww.w.coverage.Inc("kv/altered-to-compact")
+			}
+			s.ww.clientDone()
+			return
+		}
+		s.writer.after(wireBackoff.Delay(attempt+1, s.writer.rng), func() { s.alterToCompact(attempt + 1) })
+	})
 }
 
 func kvKey(k int) []byte { return []byte("k" + strconv.Itoa(k)) }
@@ -465,6 +542,11 @@ func (s *kvSim) poll(rd *kvRead, then func()) {
 		// An empty partition may answer no Poll with a fetch: a few
 		// polls at the target do.
 		if at := s.position(rd); at >= max(rd.target, 0) && (rd.answered || rd.polls >= 3) {
+			if !rd.answered {
+				// No fetch answered, no record came: the position is
+				// where "earliest" resolved, the log start then.
+				rd.logStart = max(rd.logStart, at)
+			}
 			s.reading = false
 			s.check(rd)
 			then()
