@@ -82,9 +82,9 @@ import (
 // a pass whose input stops there cleans to there, like a full map.
 //
 // compact,delete and DeleteRecords: a TRIM moves the log start inside or
-// past the prefix. The engine keeps indexed the raft batches no reported
-// pass covers, even below the log start, and records the log start in
-// each decision; a pass drops every batch wholly below the decision's log
+// past the prefix. On a compacted partition a TRIM drops no index entry
+// (this replica's own raft-log trim drops what its own prefix covers), and
+// the engine records the log start in each decision; a pass drops every batch wholly below the decision's log
 // start (engine/compact's rule 8), so the next generation is cut at the
 // new log start (or empty) on every replica alike, whenever it runs.
 // Until then nothing below the log start is served (engine's Locate).
@@ -353,11 +353,11 @@ func (c *Core) passStep(g *group) {
 		// The pass starts at the prefix's end, or at the decision's log
 		// start on a first pass (gatherPass lowers it to the base of the
 		// batch holding it). A log start past the prefix's end (a TRIM:
-		// compact,delete, delete-records) changes nothing here: the
-		// engine keeps the raft batches no pass covered indexed below it,
-		// and the pass drops what lies wholly below the decision's log
-		// start (engine/compact's rule 8), so every replica writes the
-		// same prefix whenever its pass runs.
+		// compact,delete, delete-records) changes nothing here: a TRIM
+		// drops no index entry of a compacted partition, and the pass
+		// drops what lies wholly below the decision's log start
+		// (engine/compact's rule 8), so every replica writes the same
+		// prefix whenever its pass runs.
 		first := p.store.End()
 		if gen == 0 {
 			first = p.pending[0].LogStart
