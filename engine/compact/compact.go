@@ -25,6 +25,12 @@ var (
 	ErrOffsetMapTooSmall = errors.New("compact: offset map too small for one batch")
 )
 
+// ProducerExpirationMs is Kafka's producer.id.expiration.ms (24 hours):
+// a producer whose last batch's newest timestamp is this much older than a
+// pass's decision has expired, and rule 6 keeps its last batch no longer
+// when none of its records survive (engine's ProducerExpirationMs is this).
+const ProducerExpirationMs int64 = 24 * 60 * 60 * 1000
+
 // Decision is the replicated COMPACT decision the leader proposes (doc.go,
 // "Replicas"): every replica compacts its log with the same decision and
 // gets the same bytes.

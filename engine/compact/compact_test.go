@@ -328,3 +328,34 @@ func TestBelowLogStartDropped(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 }
+
+// TestExpiredProducerLastBatchDropped shows rule 6 bounded by producer
+// expiry: a producer's last batch with no survivor is kept while the
+// producer is younger than ProducerExpirationMs at the decision, and goes
+// once it expired (its newest timestamp that much before the decision's
+// time), as Kafka forgets an expired producer; a last batch with a
+// survivor stays either way, and a second pass changes nothing.
+func TestExpiredProducerLastBatchDropped(t *testing.T) {
+	var l testLog
+	p, q := Producer{ID: 9, Epoch: 3}, Producer{ID: 7, Epoch: 1}
+	l.produce(t, p, false, rec("a", "1", 10))
+	l.produce(t, q, false, rec("c", "1", 11))
+	l.produce(t, noProducer, false, rec("a", "2", 12))
+	_, young := l.compact(t, decision(3, 10+ProducerExpirationMs-1, 0))
+	wantRead(t, young, "c=1@1", "a=2@2")
+	if len(young.inputs) != 3 {
+		t.Fatalf("%d batches before expiry, want producer 9's empty last one kept", len(young.inputs))
+	}
+	res, expired := l.compact(t, decision(3, 10+ProducerExpirationMs, 0))
+	wantRead(t, expired, "c=1@1", "a=2@2")
+	if len(expired.inputs) != 2 || res.BatchesOut != 2 {
+		t.Fatalf("%d batches once expired, want producer 9's empty last one gone", len(expired.inputs))
+	}
+	if b, err := DecodeBatch(expired.inputs[0].Data); err != nil || b.ProducerID != 7 {
+		t.Fatalf("producer 7's batch with a survivor: %+v, %v", b, err)
+	}
+	again, _ := expired.compact(t, decision(3, 10+ProducerExpirationMs, 0))
+	if again.Digest != res.Digest {
+		t.Fatal("a second pass changed the prefix")
+	}
+}

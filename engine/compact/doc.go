@@ -98,7 +98,10 @@
 //     aborted index can drop them. (TestCommitMarkerKeptWhileRecordsRemain, TestAbortedRemoved)
 //  6. Each producer's last data batch below CleanedTo is kept, empty if none of its records
 //     survive, with its offset range, epoch and sequence, so producer state survives (Kafka's
-//     rule). (TestLastBatchOfProducerKept)
+//     rule), until the producer expires: an empty one whose newest timestamp is
+//     ProducerExpirationMs (producer.id.expiration.ms, 24 h) before the decision's time goes, so
+//     kept batches are bounded by the producers active within a day, not by every producer id
+//     ever seen. (TestLastBatchOfProducerKept, TestExpiredProducerLastBatchDropped)
 //  7. Deterministic: the same log and decision give the same bytes and Result.Digest (SHA-256 of
 //     the emitted batches) on every machine; a second pass with the same decision over the output
 //     gives it back unchanged (horizons are compared strictly, so a pass never removes what the
@@ -267,8 +270,7 @@
 // reads them from its raft log, where read_committed needs the index to
 // hide them; on a compacted partition a TRIM drops no aborted
 // transaction either, so today the aborted index of a compacted log only
-// grows); bounding the kept last batches by producer
-// expiry (today one per producer id ever seen in the range); retention by
+// grows); retention by
 // bytes counts the prefix's segments and the raft log's, not the raft
 // segments the prefix covers (a segment's lag); a topic altered from
 // compact to delete keeps its prefix until retention takes it (Kafka's

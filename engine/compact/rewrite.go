@@ -63,12 +63,20 @@ func (w *rewriter) batch(in Input) error {
 		w.txnKept[b.ProducerID] = true
 	}
 	last, isLast := w.plan.lastData[b.ProducerID]
-	if len(kept) == 0 && !(b.ProducerID >= 0 && isLast && last == b.BaseOffset) {
+	if len(kept) == 0 && !(b.ProducerID >= 0 && isLast && last == b.BaseOffset && !w.expired(&b)) {
 		return nil
 	}
 	b.MaxTimestampMs = inputMax
 	w.stampHorizon(&b)
 	return w.write(&b)
+}
+
+// expired reports whether b's producer expired at the decision (rule 6):
+// b's newest timestamp is ProducerExpirationMs or more before the
+// decision's time, as Kafka expires a producer by its last batch's
+// timestamp (producer.id.expiration.ms).
+func (w *rewriter) expired(b *Batch) bool {
+	return b.MaxTimestampMs <= w.decision.TimeMs-ProducerExpirationMs
 }
 
 // belowLogStart drops b, wholly below the decision's log start (rule 8):
