@@ -41,7 +41,7 @@ func TestSimCompacted(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"kv/topic-created", "kv/acked", "kv/tombstone-acked", "kv/read", "kv/compacted-read", "kv/burst",
-		"kv/compact-delete", "kv/retention-removed", "kv/altered-to-compact", "check/prefix-compared", "check/prefix-step", "fault/cut-in-compaction"} {
+		"kv/compact-delete", "kv/retention-removed", "kv/altered-to-compact", "kv/delete-records", "check/prefix-compared", "check/prefix-step", "fault/cut-in-compaction"} {
 		if coverage.Count(name) == 0 {
 			t.Errorf("coverage row %s is zero over %d seeds", name, seeds)
 		}
