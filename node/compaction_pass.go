@@ -16,9 +16,8 @@ import (
 // (writePass), and the leader's choice of when a pass is due and over
 // what (decideCompaction). The leader's trigger (compaction_trigger.go)
 // and each replica's passes (compaction_replica.go) call them. A node
-// takes cleanup.policy=compact; compact,delete only under
-// Config.CompactedTopicsUnfinished (gateCompaction: a TRIM past a
-// replica's prefix stops its passes, engine/compact's "Still to do").
+// takes cleanup.policy=compact and compact,delete (a TRIM cuts the prefix
+// at the new log start: engine/compact's rule 8).
 
 // dirtyEntry is one indexed batch of a partition's raft log at or past the
 // compacted prefix's end: its location in the engine's index and the Data
@@ -120,6 +119,10 @@ type compactionFacts struct {
 	dirtyBytes     int64
 	offsetMapBytes int64
 	highWatermark  int64
+	// logStart is the partition's log start; belowStart says a batch no
+	// reported pass covers lies wholly below it (a TRIM since).
+	logStart   int64
+	belowStart bool
 }
 
 // decideCompaction is the leader's trigger (Kafka's choice of the
@@ -132,10 +135,15 @@ type compactionFacts struct {
 // cleanable end is followed by one over the rest) and compact.Due says the
 // dirty ratio or max.compaction.lag.ms calls for it. The decision's
 // generation is one more than the last and TimeMs is nowMs (the COMPACT
-// entry's append time).
+// entry's append time). On a topic altered from compact to delete
+// (a record exists, the policy no longer compacts) a pass is due only to
+// drop what a TRIM left below the log start (dropPass).
 func decideCompaction(cfg compact.Config, f compactionFacts, nowMs int64) (compact.Decision, bool) {
 	st := f.state
-	if !cfg.Policy.Compacts() || st.Decision.Generation > st.DoneGeneration || len(f.dirty) == 0 {
+	if !cfg.Policy.Compacts() {
+		return dropPass(cfg, f, nowMs)
+	}
+	if st.Decision.Generation > st.DoneGeneration || len(f.dirty) == 0 {
 		return compact.Decision{}, false
 	}
 	end := compact.CleanableEnd(compact.Bounds{
@@ -152,6 +160,21 @@ func decideCompaction(cfg compact.Config, f compactionFacts, nowMs int64) (compa
 	}
 	return compact.Decision{Generation: st.Decision.Generation + 1, CleanableEnd: end, TimeMs: nowMs,
 		DeleteRetentionMs: cfg.DeleteRetentionMs, OffsetMapBytes: f.offsetMapBytes}, true
+}
+
+// dropPass is the pass a partition that once compacted still needs after
+// its topic was altered to delete: with a batch no pass covers wholly
+// below the log start, a decision whose cleanable end is the log start
+// (or the last decision's, if further: taken while the topic compacted),
+// so the pass drops those batches (engine/compact's rule 8) and the raft
+// log below them can go; nothing past it is compacted.
+func dropPass(cfg compact.Config, f compactionFacts, nowMs int64) (compact.Decision, bool) {
+	st := f.state
+	if st.Decision.Generation == 0 || st.Decision.Generation > st.DoneGeneration || !f.belowStart {
+		return compact.Decision{}, false
+	}
+	return compact.Decision{Generation: st.Decision.Generation + 1, CleanableEnd: max(f.logStart, st.Decision.CleanableEnd),
+		TimeMs: nowMs, DeleteRetentionMs: cfg.DeleteRetentionMs, OffsetMapBytes: f.offsetMapBytes}, true
 }
 
 // lagEnd is the base offset of the first batch appended after cutoffMs

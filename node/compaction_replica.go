@@ -81,8 +81,13 @@ import (
 // passInputBytes of the decision (8 times its offset map) plus one entry;
 // a pass whose input stops there cleans to there, like a full map.
 //
-// Not yet: a log start past the prefix's end (compact,delete,
-// DeleteRecords) stops the passes.
+// compact,delete and DeleteRecords: a TRIM moves the log start inside or
+// past the prefix. On a compacted partition a TRIM drops no index entry
+// (this replica's own raft-log trim drops what its own prefix covers), and
+// the engine records the log start in each decision; a pass drops every batch wholly below the decision's log
+// start (engine/compact's rule 8), so the next generation is cut at the
+// new log start (or empty) on every replica alike, whenever it runs.
+// Until then nothing below the log start is served (engine's Locate).
 
 const (
 	// passEntriesPerTick and passBytesPerTick bound the raft entries a
@@ -152,11 +157,14 @@ type passFlight struct {
 	// started is the Clock's monotonic time the pass began gathering.
 	started    time.Duration
 	firstDirty int64
-	next       int64 // the next offset to gather
-	dirty      []dirtyEntry
-	bytes      int64 // the entry bytes in dirty
-	gathered   bool
-	w          *compacted.Writer
+	// fromLogStart: a first pass, whose dirty section begins at the batch
+	// holding the decision's log start.
+	fromLogStart bool
+	next         int64 // the next offset to gather
+	dirty        []dirtyEntry
+	bytes        int64 // the entry bytes in dirty
+	gathered     bool
+	w            *compacted.Writer
 	// job is the token of the write or (commit) the commit job in flight.
 	job    uint64
 	commit bool
@@ -342,16 +350,19 @@ func (c *Core) passStep(g *group) {
 			c.passStuck(g, fmt.Sprintf("prefix of generation %d, next decision of generation %d", gen, d.Generation))
 			return
 		}
-		first, start := p.store.End(), g.part.LogStartOffset()
+		// The pass starts at the prefix's end, or at the decision's log
+		// start on a first pass (gatherPass lowers it to the base of the
+		// batch holding it). A log start past the prefix's end (a TRIM:
+		// compact,delete, delete-records) changes nothing here: a TRIM
+		// drops no index entry of a compacted partition, and the pass
+		// drops what lies wholly below the decision's log start
+		// (engine/compact's rule 8), so every replica writes the same
+		// prefix whenever its pass runs.
+		first := p.store.End()
 		if gen == 0 {
-			first = start
-		} else if first < start {
-			// A TRIM moved the log start past the prefix (compact,delete;
-			// delete-records): a pass over what is left is not built.
-			c.passStuck(g, fmt.Sprintf("log start %d past the compacted prefix's end %d", start, first))
-			return
+			first = p.pending[0].LogStart
 		}
-		p.flight = &passFlight{d: c.bugPassDecision(g, p.pending[0]), firstDirty: first, next: first,
+		p.flight = &passFlight{d: c.bugPassDecision(g, p.pending[0]), firstDirty: first, next: first, fromLogStart: gen == 0,
 			started: c.cfg.Clock.Monotonic()} // planted-bug hook (-tags simbugs)
 	}
 	f := p.flight
@@ -403,13 +414,17 @@ func (c *Core) gatherPass(g *group, f *passFlight) error {
 		f.gathered = true
 		return nil
 	}
-	locs, err := g.part.AppendLocations(p.locs[:0], f.next, passEntriesPerTick)
-	if err != nil {
-		return err
-	}
+	locs := g.part.AppendPassLocations(p.locs[:0], f.next, passEntriesPerTick)
 	p.locs = locs
-	if len(locs) > 0 && locs[0].BaseOffset > f.next {
-		return fmt.Errorf("%w: the raft log starts at offset %d, the pass at %d", raft.ErrCompacted, locs[0].BaseOffset, f.next)
+	if (len(locs) > 0 && locs[0].BaseOffset > f.next) || (len(locs) == 0 && f.next < g.part.HighWatermark()) {
+		// The index no longer holds the pass's input (a raft snapshot
+		// past this replica's prefix): stuck, never a pass over less.
+		return fmt.Errorf("%w: the raft log holds no batch at offset %d of the pass", raft.ErrCompacted, f.next)
+	}
+	if len(locs) > 0 && len(f.dirty) == 0 && f.fromLogStart && locs[0].BaseOffset < f.next {
+		// A first pass from a log start inside a batch (delete-records):
+		// the dirty section begins at that batch, as on every replica.
+		f.firstDirty, f.next = locs[0].BaseOffset, locs[0].BaseOffset
 	}
 	var bytes int
 	for _, loc := range locs {
@@ -447,7 +462,13 @@ func (c *Core) gatherPass(g *group, f *passFlight) error {
 // startPassWrite begins the new generation and queues the write job.
 func (c *Core) startPassWrite(g *group, f *passFlight) {
 	s := g.pass.store
-	w, err := s.Begin(f.d.Generation, g.part.LogStartOffset())
+	// The new prefix's start: at or below every batch the pass may keep,
+	// one the log start falls inside included (DeleteRecords mid-batch).
+	start := min(f.d.LogStart, f.firstDirty)
+	if s.Generation() > 0 {
+		start = min(start, s.Start())
+	}
+	w, err := s.Begin(f.d.Generation, start)
 	if err != nil {
 		g.pass.flight = nil
 		c.passStuck(g, fmt.Sprintf("begin generation %d: %v", f.d.Generation, err))

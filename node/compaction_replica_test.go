@@ -17,7 +17,6 @@ import (
 func compactedCluster(t *testing.T, seed uint64) (*cluster, TopicPartition) {
 	c := newMetaCluster(t, seed, 3, func(cfg *Config) {
 		retentionConfig(cfg)
-		cfg.CompactedTopicsUnfinished = true
 		cfg.CheckpointEntries = 16
 		cfg.PrefixChunkBytes = 256 // a prefix install takes several chunks
 	})
@@ -493,7 +492,6 @@ func TestMalformedChunkDropped(t *testing.T) {
 func clockedCompactedCluster(t *testing.T, seed uint64, now *time.Duration, cfgs ...func(*Config)) (*cluster, TopicPartition) {
 	c := newMetaCluster(t, seed, 3, func(cfg *Config) {
 		retentionConfig(cfg)
-		cfg.CompactedTopicsUnfinished = true
 		cfg.CheckpointEntries = 16
 		cfg.Clock = monoClock{now: now}
 		for _, f := range cfgs {

@@ -27,11 +27,14 @@ const (
 )
 
 // maybeProposeCompact proposes the next COMPACT when g leads, its topic
-// compacts, none of ours is in flight and decideCompaction finds a pass
+// compacts (or did: dropPass), none of ours is in flight and decideCompaction finds a pass
 // due.
 func (c *Core) maybeProposeCompact(g *group) {
-	if !g.ret.configKnown || !g.ret.config.CleanupPolicy.Compacts() || isCoordinatorTopic(g.tp.Topic) {
+	if !g.ret.configKnown || isCoordinatorTopic(g.tp.Topic) {
 		return
+	}
+	if !g.ret.config.CleanupPolicy.Compacts() && g.part.Compaction().Decision.Generation == 0 {
+		return // never compacted (one altered to delete since still drops: dropPass)
 	}
 	if _, _, leading := g.leadership(); !leading {
 		return
@@ -93,7 +96,11 @@ func (c *Core) compactionFacts(g *group) compactionFacts {
 	st := g.part.Compaction()
 	from := max(st.CleanedTo, g.part.LogStartOffset())
 	f := compactionFacts{state: st, lastStable: g.part.LastStableOffset(), highWatermark: g.part.HighWatermark(),
-		checkpointed: from, activeSegment: g.part.HighWatermark(), offsetMapBytes: compactionMapBytes}
+		checkpointed: from, activeSegment: g.part.HighWatermark(), offsetMapBytes: compactionMapBytes,
+		logStart: g.part.LogStartOffset()}
+	if first := g.part.AppendPassLocations(g.ret.dirty[:0], st.CleanedTo, 1); len(first) > 0 {
+		f.belowStart = first[0].BaseOffset+int64(first[0].RecordCount) <= f.logStart
+	}
 	if b, ok := g.part.LastBatchThrough(g.checkpointIndex); ok {
 		f.checkpointed = b.BaseOffset + int64(b.RecordCount)
 	}

@@ -14,7 +14,6 @@ import (
 func TestLeaderProposesCompact(t *testing.T) {
 	c := newMetaCluster(t, 24, 3, func(cfg *Config) {
 		retentionConfig(cfg)
-		cfg.CompactedTopicsUnfinished = true
 		cfg.CheckpointEntries = 16
 	})
 	c.createTopicWith(c.metaLeaderOf(), "kv", 1, 3, map[string]string{"cleanup.policy": "compact", "segment.bytes": "4096"})
@@ -55,7 +54,6 @@ func TestLeaderProposesCompact(t *testing.T) {
 func TestQuietCompactedTopicCompacts(t *testing.T) {
 	c := newMetaCluster(t, 28, 3, func(cfg *Config) {
 		retentionConfig(cfg)
-		cfg.CompactedTopicsUnfinished = true
 		cfg.CheckpointEntries = 1024
 	})
 	c.createTopicWith(c.metaLeaderOf(), "kv", 1, 3, map[string]string{"cleanup.policy": "compact", "segment.bytes": "4096"})

@@ -143,13 +143,6 @@ type Config struct {
 	// SegmentAgeMax caps every topic's segment.ms (0: no cap); `strand
 	// dev` sets it low so retention shows within a minute.
 	SegmentAgeMax time.Duration
-	// CompactedTopicsUnfinished lets a create or alter through this node
-	// set cleanup.policy=compact,delete although compaction with retention
-	// is unfinished (issue 24: a TRIM past a replica's compacted prefix
-	// stops its passes; engine/compact's "Still to do"), for tests of the
-	// parts built. Off, such a request is refused as not enforced yet;
-	// node/server never sets it. cleanup.policy=compact is always taken.
-	CompactedTopicsUnfinished bool
 	// PrefixChunkBytes bounds the batches of one chunk a replica sends a
 	// peer installing its compacted prefix (compaction_install.go; at
 	// least one batch a chunk). Default 256 KiB; the simulator sets it

@@ -277,9 +277,8 @@
 // only every second let it reach 30×. Rejected: each replica deleting by its own clock (replicas
 // would disagree on the log start); cutting a segment at the exact offset (a rewrite, R5).
 // Retention runs when the topic's cleanup.policy deletes (delete, compact,delete). On a topic whose
-// policy compacts (issue 24; compact is taken, compact,delete only under
-// Config.CompactedTopicsUnfinished: gateCompaction refuses it otherwise, engine/compact's doc says
-// what is left) the same check lets the leader propose a COMPACT
+// policy compacts (issue 24: compact and compact,delete; engine/compact's doc says what is left)
+// the same check lets the leader propose a COMPACT
 // (compaction_trigger.go: engine/compact's decision from LSO, its checkpoint, its open segment and
 // min.compaction.lag.ms by the clock), and every replica runs the pass of each decision it applied
 // (compaction_replica.go): in generation order, the dirty section's raft entries gathered on the
@@ -292,8 +291,17 @@
 // generation, a prefix that does not open, is damaged or differs from the record) is stuck and
 // installs the record's generation from a peer (compaction_install.go: PrefixRequest/PrefixChunk
 // in the peer frame, one voter at a time, chunks appended beside the old generation by untimed
-// storage jobs, Commit checking the record's digest before the switch); a log start past its
-// prefix (compact,delete, delete-records) still stops its passes. Reads
+// storage jobs, Commit checking the record's digest before the switch). compact,delete and
+// DeleteRecords: a TRIM moves the log start inside or past the prefix; COMPACT's apply stamps
+// the decision with the log start, a pass drops every batch wholly below it (engine/compact's
+// rule 8), and a TRIM drops no index entry of a compacted partition (each replica's own raft-log
+// trim does, bounded by its own prefix), so a pass lagging the record still finds its input and
+// every replica cuts its next generation alike; a first pass starts at the batch holding the
+// decision's log start, a prefix below a batch the log start falls inside. Retention weighs the
+// prefix first (retention.go prefixRetention: retention.ms at the first prefix batch whose
+// running maximum timestamp is young, retention.bytes by its segments, oldest first), then the
+// raft segments past it. A topic altered from compact to delete gets drop passes (dropPass)
+// while a batch no pass covers lies wholly below its log start. Reads
 // (compaction_fetch.go): a fetch below the replica's own prefix end is served from the prefix (the
 // compacted batches as stored; the Kafka listener serves them in Kafka's v2 form, fewer records
 // than the offset range), then from the raft log from the prefix end within the same budget; on

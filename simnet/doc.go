@@ -136,7 +136,8 @@
 // Heartbeat through kafkaproto; commits in their generation) checked across coordinator fail-overs,
 // their acknowledged commits read back while they run and once more after the heal
 // (wire_classic.go). Options.Compacted (one seed in four; TestSimCompacted) runs a key-value
-// workload on a compacted topic, sim-kv (cleanup.policy=compact, taken by default; wire_kv.go): clientlib's producer writes updates and tombstones over 24 keys (one write event
+// workload on a compacted topic, sim-kv (cleanup.policy=compact; compact,delete in half those
+// seeds, with small retention, DeleteRecords and an alter to compact at the end: wire_kv.go): clientlib's producer writes updates and tombstones over 24 keys (one write event
 // in three a burst sent as one batch), clientlib's Consumer reads the partition from the start
 // every 1.5 s and after the heal, and each read is held to compaction's promises ("kv:"
 // failures); every replica's compacted prefix is checked as a power loss would leave it, after
@@ -144,7 +145,7 @@
 // outcome for the generation ("compaction:" failures, prefixes.go), and crashes and power cuts
 // are armed inside passes (compaction_cuts.go). Planted: CompactKeepsOlder, TombstoneEarly and
 // CompactDropsLastRecord in engine/compact, CompactSwitchNotAtomic in raftlog/compacted,
-// CompactActiveSegment in node. Options.Txn (seven seeds in ten) runs the transactional workload
+// CompactActiveSegment and CompactDeleteUncut in node. Options.Txn (seven seeds in ten) runs the transactional workload
 // (wire_txn.go): three transactional producers, each process a simulated clientlib Client with the
 // id's TransactionalID driven as an application drives it (InitTransactions, BeginTransaction,
 // Produce, CommitTransaction or AbortTransaction, in clientlib.SimRun tasks; half the commits right

@@ -25,6 +25,12 @@ var (
 	ErrOffsetMapTooSmall = errors.New("compact: offset map too small for one batch")
 )
 
+// ProducerExpirationMs is Kafka's producer.id.expiration.ms (24 hours):
+// a producer whose last batch's newest timestamp is this much older than a
+// pass's decision has expired, and rule 6 keeps its last batch no longer
+// when none of its records survive (engine's ProducerExpirationMs is this).
+const ProducerExpirationMs int64 = 24 * 60 * 60 * 1000
+
 // Decision is the replicated COMPACT decision the leader proposes (doc.go,
 // "Replicas"): every replica compacts its log with the same decision and
 // gets the same bytes.
@@ -41,6 +47,11 @@ type Decision struct {
 	// OffsetMapBytes sizes the offset map. It is part of the decision
 	// because where a full map stops the pass must be the same everywhere.
 	OffsetMapBytes int64
+	// LogStart is the partition's log start when the decision applied
+	// (stamped by the engine, not proposed: retention and delete-records
+	// move it through replicated TRIMs): every batch wholly below it goes
+	// (rule 8), whatever the other rules say.
+	LogStart int64
 }
 
 // Producer is a raft batch's producer identity, from its entry (Strand's
@@ -112,6 +123,9 @@ type Stats struct {
 	// MarkersRemoved are markers with no record of their transaction left
 	// and past their delete horizon.
 	MarkersRemoved int64
+	// RetentionRemoved are records (markers included) of batches wholly
+	// below the decision's LogStart (rule 8).
+	RetentionRemoved int64
 }
 
 // Result is the outcome of a pass.
@@ -172,8 +186,8 @@ func (d *Decision) Check(firstDirty int64) error {
 	switch {
 	case d.CleanableEnd < firstDirty:
 		return fmt.Errorf("%w: cleanable end %d below the compacted prefix's end %d", ErrInvalidDecision, d.CleanableEnd, firstDirty)
-	case d.TimeMs < 0 || d.DeleteRetentionMs < 0:
-		return fmt.Errorf("%w: time %d ms, delete.retention.ms %d", ErrInvalidDecision, d.TimeMs, d.DeleteRetentionMs)
+	case d.TimeMs < 0 || d.DeleteRetentionMs < 0 || d.LogStart < 0:
+		return fmt.Errorf("%w: time %d ms, delete.retention.ms %d, log start %d", ErrInvalidDecision, d.TimeMs, d.DeleteRetentionMs, d.LogStart)
 	case d.OffsetMapBytes < SlotBytes*2 || d.OffsetMapBytes > math.MaxInt32*SlotBytes:
 		return fmt.Errorf("%w: offset map of %d bytes (at least %d, at most %d)", ErrInvalidDecision,
 			d.OffsetMapBytes, SlotBytes*2, int64(math.MaxInt32)*SlotBytes)

@@ -60,7 +60,7 @@ func buildPlan(log Log, d Decision) (*plan, error) {
 			}
 		}
 		scratch = h.keys
-		if !h.control && h.producerID >= 0 {
+		if !h.control && h.producerID >= 0 && h.end > d.LogStart {
 			p.lastData[h.producerID] = in.BaseOffset
 		}
 		prevEnd = h.end
@@ -77,7 +77,7 @@ func (p *plan) admitDirty(in Input, h *head, d Decision, tracker *abortedTracker
 	if h.end > d.CleanableEnd {
 		return true, nil
 	}
-	if !h.control {
+	if !h.control && h.end > d.LogStart { // rule 8: a batch wholly below the log start hides nothing
 		if err := readKeys(in, h, tracker); err != nil {
 			return true, err
 		}
