@@ -33,7 +33,10 @@ func (c *Core) maybeProposeCompact(g *group) {
 	if !g.ret.configKnown || !g.ret.config.CleanupPolicy.Compacts() || isCoordinatorTopic(g.tp.Topic) {
 		return
 	}
-	if _, _, leading := g.leadership(); !leading {
+	if _, _, leading := g.leadership(); !leading || g.pass.stuck != "" {
+		// A stuck leader (compaction_install.go) decides nothing: its
+		// peers would pass the decision and then no longer serve the
+		// record's generation it must install first.
 		return
 	}
 	st := g.part.Compaction()
