@@ -158,15 +158,27 @@ type passFlight struct {
 	bytes      int64 // the entry bytes in dirty
 	gathered   bool
 	w          *compacted.Writer
-	// job is the token of the write or (commit) the commit job in flight.
+	// job is the token of the write step or (commit) the commit job in
+	// flight.
 	job    uint64
 	commit bool
-	// res is the write job's outcome: set by the job, read on the loop
-	// after its SyncDone.
-	res compact.Result
-	// held: the next job (the write once gathered, or the commit once
-	// written) waits for the node's compaction I/O budget
-	// (passBudgetHeld); passStep queues it when the budget is paid.
+	// The write runs as steps (compact.Pass), each a job of its own, of
+	// passStepBytes each: log is what they read, pass the Pass (made by
+	// the first step), written set by the step that ended it, res its
+	// outcome; all set by the jobs and read on the loop after their
+	// SyncDone. steps counts the step jobs done, charged the bytes the
+	// budget was charged for them so far (prefix read and batches
+	// written).
+	log     compact.Log
+	pass    *compact.Pass
+	written bool
+	res     compact.Result
+	steps   int
+	charged int64
+	// held: the next job (the first write step once gathered, the next
+	// step, or the commit once written) waits for the node's compaction
+	// I/O budget (passBudgetHeld); passStep queues it when the budget is
+	// paid.
 	held bool
 }
 
@@ -175,19 +187,19 @@ type passFlight struct {
 // replicas' passes as Kafka's throttler is by its cleaner threads, measured
 // on the Clock's monotonic time. A pass is charged, as debt, every byte it
 // reads and writes: the raft entry bytes each gathering step read (when
-// the step ends), then at the write job's end the prefix input it read
-// and the batches it wrote (its Stats' BytesIn past the gathered bytes,
-// and BytesOut). A gathering step, the write job and the commit job
-// each start only once the debt so far is paid (now at or past freeAt);
-// until then the pass holds (passFlight.held) and passStep, which the
-// loop calls every tick while a pass is active, looks again. So a pass
-// that read and wrote N bytes at B bytes a second takes at least N/B
-// from its first gathering step to its switch, and nothing else on the
-// loop waits for it: produce and fetch go on. The write job itself runs
-// at full speed (one Compact call; the debt it leaves holds its commit
-// and the node's next steps), so the rate holds on average over a pass,
-// not within one write job. 0: unlimited, no pass ever holds (and the
-// clock is not read for it).
+// the step ends), then at the end of each write step the compacted
+// prefix's bytes it read (both of a pass's walks read them) and the
+// batches it wrote (compact.Pass's Progress). The write runs in steps of
+// passStepBytes of input (a tenth of a second of the budget), each a job
+// of its own: a gathering step, each write step and the commit job start
+// only once the debt so far is paid (now at or past freeAt); until then
+// the pass holds (passFlight.held) and passStep, which the loop calls
+// every tick while a pass is active, looks again. So a pass that read
+// and wrote N bytes at B bytes a second takes at least N/B from its first
+// gathering step to its switch, the rate holds within its write (to a
+// step's bytes), not only on average over it, and nothing else on the
+// loop waits for it: produce and fetch go on. 0: unlimited, no pass ever
+// holds (and the clock is not read for it), and the write is one step.
 type passBudget struct {
 	freeAt time.Duration
 }
@@ -196,6 +208,19 @@ type passBudget struct {
 // debt: the next pass step must wait.
 func (c *Core) passBudgetHeld() bool {
 	return c.cfg.CompactionBytesPerSec > 0 && c.cfg.Clock.Monotonic() < c.passBudget.freeAt
+}
+
+// passStepsPerSec is how many write steps a second of the budget pays
+// for: a step reads about CompactionBytesPerSec/passStepsPerSec bytes.
+const passStepsPerSec = 10
+
+// passStepBytes is the input bytes one write step reads (at least one
+// batch): all of it without a budget.
+func (c *Core) passStepBytes() int64 {
+	if rate := c.cfg.CompactionBytesPerSec; rate > 0 {
+		return max(rate/passStepsPerSec, 1)
+	}
+	return math.MaxInt64
 }
 
 // passCharge adds n bytes of pass I/O to the node's budget debt.
@@ -400,7 +425,11 @@ func (c *Core) passStep(g *group) {
 	}
 	if f.held && f.w != nil {
 		f.held = false
-		c.queuePassCommit(g, f)
+		if f.written {
+			c.queuePassCommit(g, f)
+		} else {
+			c.queuePassStep(g, f)
+		}
 		return
 	}
 	f.held = false
@@ -424,6 +453,7 @@ func (c *Core) passStep(g *group) {
 		}
 		if c.passBudgetHeld() {
 			f.held = true // the write starts once the gathering is paid for
+			c.stats.CompactionBudgetHolds++
 			return
 		}
 	}
@@ -480,7 +510,8 @@ func (c *Core) gatherPass(g *group, f *passFlight) error {
 	return nil
 }
 
-// startPassWrite begins the new generation and queues the write job.
+// startPassWrite begins the new generation and queues the first write
+// step.
 func (c *Core) startPassWrite(g *group, f *passFlight) {
 	s := g.pass.store
 	w, err := s.Begin(f.d.Generation, g.part.LogStartOffset())
@@ -491,13 +522,33 @@ func (c *Core) startPassWrite(g *group, f *passFlight) {
 	}
 	f.w = w
 	aborted := g.part.AppendAbortedTxns(nil, 0, g.part.HighWatermark())
-	log := passLog(storeInputs(s), f.dirty, f.firstDirty, aborted)
-	guard := c.replicaGuard(g.dir)
+	f.log = passLog(storeInputs(s), f.dirty, f.firstDirty, aborted)
+	c.queuePassStep(g, f)
+}
+
+// queuePassStep queues f's next write step: the first makes its Pass
+// (over the store's prefix and the gathered entries, into the Writer),
+// each goes on with it for passStepBytes, and the one that ends it sets
+// f.res.
+func (c *Core) queuePassStep(g *group, f *passFlight) {
+	guard, step := c.replicaGuard(g.dir), c.passStepBytes()
 	run := func() error {
 		return guard.do(func() error {
-			res, err := writePass(log, f.d, w)
-			f.res = res
-			return err
+			if f.pass == nil {
+				p, err := compact.NewPass(f.log, f.d, f.w.Append)
+				if err != nil {
+					return fmt.Errorf("compaction pass of generation %d: %w", f.d.Generation, err)
+				}
+				f.pass = p
+			}
+			done, err := f.pass.Step(step)
+			if err != nil {
+				return fmt.Errorf("compaction pass of generation %d: %w", f.d.Generation, err)
+			}
+			if done {
+				f.res, f.written = f.pass.Result(), true
+			}
+			return nil
 		})
 	}
 	f.job = c.queueJob(syncJob{g: g, run: run, pass: f, untimed: true})
@@ -531,12 +582,21 @@ func (c *Core) finishPassJob(token uint64, job syncJob, err error) {
 		return
 	}
 	if !f.commit {
-		c.passCharge(max(f.res.BytesIn-f.bytes, 0) + f.res.BytesOut)
-		if c.passBudgetHeld() {
-			f.held = true // passStep queues the commit once the pass is paid for
-			return
+		f.steps++
+		if f.pass != nil {
+			pr := f.pass.Progress()
+			c.passCharge(pr.PrefixBytesRead + pr.BytesWritten - f.charged)
+			f.charged = pr.PrefixBytesRead + pr.BytesWritten
 		}
-		c.queuePassCommit(g, f)
+		switch {
+		case c.passBudgetHeld():
+			f.held = true // passStep queues the next step or the commit once the pass is paid for
+			c.stats.CompactionBudgetHolds++
+		case !f.written:
+			c.queuePassStep(g, f)
+		default:
+			c.queuePassCommit(g, f)
+		}
 		return
 	}
 	g.pass.flight = nil
