@@ -34,13 +34,14 @@ import (
 //     indexed batches from the prefix's end up to the decision's cleanable
 //     end are read from the raft log, at most passEntriesPerTick entries
 //     and passBytesPerTick bytes a tick (the Core owns the log).
-//  3. The write job (off the loop): Compact over (the store's prefix, read
-//     from its files; the gathered entries; the engine's aborted index)
-//     straight into a Writer of the new generation. The Writer syncs
-//     nothing before Commit, so this job does no fsync and the disk
-//     watchdog does not time it (syncJob.untimed): its length is CPU and
-//     the size of the live set, not the disk's health, and its writes go to
-//     the same disk as the log syncs the watchdog does time.
+//  3. The write (off the loop): a compact.Pass over (the store's prefix,
+//     read from its files; the gathered entries; the engine's aborted
+//     index) straight into a Writer of the new generation, in step jobs
+//     (one without an I/O budget, see passBudget). The Writer syncs
+//     nothing before Commit, so these jobs do no fsync and the disk
+//     watchdog does not time them (syncJob.untimed): their length is CPU
+//     and the size of the live set, not the disk's health, and their
+//     writes go to the same disk as the log syncs the watchdog does time.
 //  4. The commit job (off the loop, timed like every fsync): Commit syncs
 //     the segments, writes and renames the manifest (the switch).
 //  5. Completion (on the loop): Finish makes the new generation current, the
