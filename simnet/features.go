@@ -40,12 +40,7 @@ import "strings"
 //     interval is capped (WithCompacted), in the others the seed's own
 //     stands, production's among them (a pass then waits for the leader's
 //     early checkpoint, node's checkpointForCompaction). It costs about
-//     10% more events (seeds 1-100: 11.36 million against 10.37).
-//     Open: seed 184 of seeds 1-200 fails with it ("log history is not
-//     linearizable (partitions sim/3)"; it passes with the workload off,
-//     and with node's stuck-leader hand-off off it still fails), and
-//     seed 153 with the budget below ("groups: no convergence 12s after
-//     the heal"; it passes without the budget): not yet diagnosed;
+//     10% more events (seeds 1-100: 11.36 million against 10.37);
 //   - a compaction I/O budget (node.Config.CompactionBytesPerSec, 1 or 4
 //     KiB/s: compactionBudgets) in one seed in four, drawn last: passes
 //     then take seconds, written in steps (node's queuePassStep) that
