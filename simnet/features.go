@@ -30,14 +30,7 @@ import "strings"
 //     51.0 thousand events on average over seeds 1-200);
 //   - clientlib's plain Consumer (wire_libconsumer.go) in one or two of the
 //     three consumer slots, in every seed.
-//   - the compacted-topic workload (wire_kv.go) in every seed, so that
-//     each planted compaction bug, caught in more than half of the seeds
-//     that run it, is caught in half of the sample's (issue 24); in one
-//     seed in four (the draw it had) its checkpoint interval is capped
-//     (WithCompacted), in the others the seed's own stands, production's
-//     among them (a pass then waits for the leader's early checkpoint,
-//     node's checkpointForCompaction). It costs about 10% more events
-//     (seeds 1-100: 11.36 million against 10.37);
+//   - the compacted-topic workload (wire_kv.go) in one seed in four;
 //   - Kafka classic-protocol members (wire_classic.go: three, through the
 //     Kafka listener's JoinGroup/SyncGroup/Heartbeat handlers against the
 //     replicated coordinator) in half the seeds with groups;
@@ -97,8 +90,6 @@ func DrawFeatures(o Options) Options {
 	}
 	if o.Compacted || draw(4) == 0 { // drawn after the others (wire_kv.go)
 		o = WithCompacted(o)
-	} else {
-		o.Compacted = true // at the seed's own checkpoint interval (capping it in every seed would lose the others)
 	}
 	if o.GroupMembers > 0 && draw(2) == 0 { // drawn after the others (wire_classic.go)
 		o.ClassicMembers = max(o.ClassicMembers, 3)
