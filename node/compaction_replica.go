@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/strandlog/strand/engine"
@@ -33,13 +34,14 @@ import (
 //     indexed batches from the prefix's end up to the decision's cleanable
 //     end are read from the raft log, at most passEntriesPerTick entries
 //     and passBytesPerTick bytes a tick (the Core owns the log).
-//  3. The write job (off the loop): Compact over (the store's prefix, read
-//     from its files; the gathered entries; the engine's aborted index)
-//     straight into a Writer of the new generation. The Writer syncs
-//     nothing before Commit, so this job does no fsync and the disk
-//     watchdog does not time it (syncJob.untimed): its length is CPU and
-//     the size of the live set, not the disk's health, and its writes go to
-//     the same disk as the log syncs the watchdog does time.
+//  3. The write (off the loop): a compact.Pass over (the store's prefix,
+//     read from its files; the gathered entries; the engine's aborted
+//     index) straight into a Writer of the new generation, in step jobs
+//     (one without an I/O budget, see passBudget). The Writer syncs
+//     nothing before Commit, so these jobs do no fsync and the disk
+//     watchdog does not time them (syncJob.untimed): their length is CPU
+//     and the size of the live set, not the disk's health, and their
+//     writes go to the same disk as the log syncs the watchdog does time.
 //  4. The commit job (off the loop, timed like every fsync): Commit syncs
 //     the segments, writes and renames the manifest (the switch).
 //  5. Completion (on the loop): Finish makes the new generation current, the
@@ -165,15 +167,27 @@ type passFlight struct {
 	bytes        int64 // the entry bytes in dirty
 	gathered     bool
 	w            *compacted.Writer
-	// job is the token of the write or (commit) the commit job in flight.
+	// job is the token of the write step or (commit) the commit job in
+	// flight.
 	job    uint64
 	commit bool
-	// res is the write job's outcome: set by the job, read on the loop
-	// after its SyncDone.
-	res compact.Result
-	// held: the next job (the write once gathered, or the commit once
-	// written) waits for the node's compaction I/O budget
-	// (passBudgetHeld); passStep queues it when the budget is paid.
+	// The write runs as steps (compact.Pass), each a job of its own, of
+	// passStepBytes each: log is what they read, pass the Pass (made by
+	// the first step), written set by the step that ended it, res its
+	// outcome; all set by the jobs and read on the loop after their
+	// SyncDone. steps counts the step jobs done, charged the bytes the
+	// budget was charged for them so far (prefix read and batches
+	// written).
+	log     compact.Log
+	pass    *compact.Pass
+	written bool
+	res     compact.Result
+	steps   int
+	charged int64
+	// held: the next job (the first write step once gathered, the next
+	// step, or the commit once written) waits for the node's compaction
+	// I/O budget (passBudgetHeld); passStep queues it when the budget is
+	// paid.
 	held bool
 }
 
@@ -182,19 +196,19 @@ type passFlight struct {
 // replicas' passes as Kafka's throttler is by its cleaner threads, measured
 // on the Clock's monotonic time. A pass is charged, as debt, every byte it
 // reads and writes: the raft entry bytes each gathering step read (when
-// the step ends), then at the write job's end the prefix input it read
-// and the batches it wrote (its Stats' BytesIn past the gathered bytes,
-// and BytesOut). A gathering step, the write job and the commit job
-// each start only once the debt so far is paid (now at or past freeAt);
-// until then the pass holds (passFlight.held) and passStep, which the
-// loop calls every tick while a pass is active, looks again. So a pass
-// that read and wrote N bytes at B bytes a second takes at least N/B
-// from its first gathering step to its switch, and nothing else on the
-// loop waits for it: produce and fetch go on. The write job itself runs
-// at full speed (one Compact call; the debt it leaves holds its commit
-// and the node's next steps), so the rate holds on average over a pass,
-// not within one write job. 0: unlimited, no pass ever holds (and the
-// clock is not read for it).
+// the step ends), then at the end of each write step the compacted
+// prefix's bytes it read (both of a pass's walks read them) and the
+// batches it wrote (compact.Pass's Progress). The write runs in steps of
+// passStepBytes of input (a tenth of a second of the budget), each a job
+// of its own: a gathering step, each write step and the commit job start
+// only once the debt so far is paid (now at or past freeAt); until then
+// the pass holds (passFlight.held) and passStep, which the loop calls
+// every tick while a pass is active, looks again. So a pass that read
+// and wrote N bytes at B bytes a second takes at least N/B from its first
+// gathering step to its switch, the rate holds within its write (to a
+// step's bytes), not only on average over it, and nothing else on the
+// loop waits for it: produce and fetch go on. 0: unlimited, no pass ever
+// holds (and the clock is not read for it), and the write is one step.
 type passBudget struct {
 	freeAt time.Duration
 }
@@ -203,6 +217,19 @@ type passBudget struct {
 // debt: the next pass step must wait.
 func (c *Core) passBudgetHeld() bool {
 	return c.cfg.CompactionBytesPerSec > 0 && c.cfg.Clock.Monotonic() < c.passBudget.freeAt
+}
+
+// passStepsPerSec is how many write steps a second of the budget pays
+// for: a step reads about CompactionBytesPerSec/passStepsPerSec bytes.
+const passStepsPerSec = 10
+
+// passStepBytes is the input bytes one write step reads (at least one
+// batch): all of it without a budget.
+func (c *Core) passStepBytes() int64 {
+	if rate := c.cfg.CompactionBytesPerSec; rate > 0 {
+		return max(rate/passStepsPerSec, 1)
+	}
+	return math.MaxInt64
 }
 
 // passCharge adds n bytes of pass I/O to the node's budget debt.
@@ -288,8 +315,43 @@ func (c *Core) passCheck(g *group) {
 	}
 	if g.pass.stuck != "" {
 		c.installStep(g) // compaction_install.go
+		c.handOffStuck(g)
 	}
 	c.maybeReportPass(g)
+}
+
+// handOffStuck, on a stuck replica leading g while the engine's record is
+// behind its decision, starts a leadership transfer to the next voter
+// after this node (in ID order, cyclic) that raft saw active, unless a
+// transfer is in flight. Only a leader reports a pass (COMPACT_DONE), and
+// a stuck one runs none: while it leads, the record stays behind the
+// decision the other replicas passed, they no longer serve the record's
+// generation (servePrefix serves a replica's current one), and every
+// stuck replica, this one included, asks for it for ever (simnet seeds 9,
+// 12 and 98 with the compacted topic in every seed: the reads from
+// offset 0 failed on ErrReplicaRecovering 30 s long). A next voter stuck
+// too hands on in turn, so the leadership reaches a replica that passed.
+func (c *Core) handOffStuck(g *group) {
+	st := g.part.Compaction()
+	if st.Decision.Generation <= st.DoneGeneration {
+		return // the record's generation is current on the replicas that passed it
+	}
+	rs := g.raw.Status()
+	if rs.RaftState != raft.StateLeader || rs.LeadTransferee != 0 {
+		return
+	}
+	voters := slices.Sorted(slices.Values(g.confState.GetVoters()))
+	at, _ := slices.BinarySearch(voters, uint64(c.cfg.ID))
+	for i := 1; i < len(voters); i++ {
+		id := voters[(at+i)%len(voters)]
+		if pr, ok := rs.Progress[id]; id != uint64(c.cfg.ID) && ok && pr.RecentActive {
+			g.logs.log(slog.LevelWarn, "compaction stuck on the leader: handing the leadership on so a replica that passed reports it",
+				slog.Uint64("to", id), slog.String("why", g.pass.stuck))
+			c.touch(g)
+			g.raw.TransferLeader(id)
+			return
+		}
+	}
 }
 
 // passActive reports whether g has a pass to start or entries to gather.
@@ -375,7 +437,11 @@ func (c *Core) passStep(g *group) {
 	}
 	if f.held && f.w != nil {
 		f.held = false
-		c.queuePassCommit(g, f)
+		if f.written {
+			c.queuePassCommit(g, f)
+		} else {
+			c.queuePassStep(g, f)
+		}
 		return
 	}
 	f.held = false
@@ -399,6 +465,7 @@ func (c *Core) passStep(g *group) {
 		}
 		if c.passBudgetHeld() {
 			f.held = true // the write starts once the gathering is paid for
+			c.stats.CompactionBudgetHolds++
 			return
 		}
 	}
@@ -459,7 +526,8 @@ func (c *Core) gatherPass(g *group, f *passFlight) error {
 	return nil
 }
 
-// startPassWrite begins the new generation and queues the write job.
+// startPassWrite begins the new generation and queues the first write
+// step.
 func (c *Core) startPassWrite(g *group, f *passFlight) {
 	s := g.pass.store
 	// The new prefix's start: at or below every batch the pass may keep,
@@ -476,13 +544,33 @@ func (c *Core) startPassWrite(g *group, f *passFlight) {
 	}
 	f.w = w
 	aborted := g.part.AppendAbortedTxns(nil, 0, g.part.HighWatermark())
-	log := passLog(storeInputs(s), f.dirty, f.firstDirty, aborted)
-	guard := c.replicaGuard(g.dir)
+	f.log = passLog(storeInputs(s), f.dirty, f.firstDirty, aborted)
+	c.queuePassStep(g, f)
+}
+
+// queuePassStep queues f's next write step: the first makes its Pass
+// (over the store's prefix and the gathered entries, into the Writer),
+// each goes on with it for passStepBytes, and the one that ends it sets
+// f.res.
+func (c *Core) queuePassStep(g *group, f *passFlight) {
+	guard, step := c.replicaGuard(g.dir), c.passStepBytes()
 	run := func() error {
 		return guard.do(func() error {
-			res, err := writePass(log, f.d, w)
-			f.res = res
-			return err
+			if f.pass == nil {
+				p, err := compact.NewPass(f.log, f.d, f.w.Append)
+				if err != nil {
+					return fmt.Errorf("compaction pass of generation %d: %w", f.d.Generation, err)
+				}
+				f.pass = p
+			}
+			done, err := f.pass.Step(step)
+			if err != nil {
+				return fmt.Errorf("compaction pass of generation %d: %w", f.d.Generation, err)
+			}
+			if done {
+				f.res, f.written = f.pass.Result(), true
+			}
+			return nil
 		})
 	}
 	f.job = c.queueJob(syncJob{g: g, run: run, pass: f, untimed: true})
@@ -516,12 +604,21 @@ func (c *Core) finishPassJob(token uint64, job syncJob, err error) {
 		return
 	}
 	if !f.commit {
-		c.passCharge(max(f.res.BytesIn-f.bytes, 0) + f.res.BytesOut)
-		if c.passBudgetHeld() {
-			f.held = true // passStep queues the commit once the pass is paid for
-			return
+		f.steps++
+		if f.pass != nil {
+			pr := f.pass.Progress()
+			c.passCharge(pr.PrefixBytesRead + pr.BytesWritten - f.charged)
+			f.charged = pr.PrefixBytesRead + pr.BytesWritten
 		}
-		c.queuePassCommit(g, f)
+		switch {
+		case c.passBudgetHeld():
+			f.held = true // passStep queues the next step or the commit once the pass is paid for
+			c.stats.CompactionBudgetHolds++
+		case !f.written:
+			c.queuePassStep(g, f)
+		default:
+			c.queuePassCommit(g, f)
+		}
 		return
 	}
 	g.pass.flight = nil

@@ -36,7 +36,10 @@ func (c *Core) maybeProposeCompact(g *group) {
 	if !g.ret.config.CleanupPolicy.Compacts() && g.part.Compaction().Decision.Generation == 0 {
 		return // never compacted (one altered to delete since still drops: dropPass)
 	}
-	if _, _, leading := g.leadership(); !leading {
+	if _, _, leading := g.leadership(); !leading || g.pass.stuck != "" {
+		// A stuck leader (compaction_install.go) decides nothing: its
+		// peers would pass the decision and then no longer serve the
+		// record's generation it must install first.
 		return
 	}
 	st := g.part.Compaction()

@@ -130,8 +130,9 @@ type Config struct {
 	// CompactionBytesPerSec bounds the bytes per second this node's
 	// compaction passes read and write, all replicas together, as Kafka's
 	// log.cleaner.io.max.bytes.per.second (compaction_replica.go's
-	// passBudget): a pass holds between its steps while over it, never
-	// the loop. 0: unlimited.
+	// passBudget): a pass's write runs in steps of a tenth of a second of
+	// it, and a pass holds between its steps while over it, never the
+	// loop. 0: unlimited.
 	CompactionBytesPerSec int64
 	// PendingRequestsMax bounds the produces and fetches waiting in one
 	// group (default 4096); beyond it requests fail with ErrBusy.

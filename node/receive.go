@@ -73,6 +73,10 @@ type Stats struct {
 	// (compact.Stats' BytesIn and BytesOut).
 	CompactionBytesIn  uint64
 	CompactionBytesOut uint64
+	// CompactionBudgetHolds counts the times a pass's next write step or
+	// commit waited for the node's compaction I/O budget
+	// (Config.CompactionBytesPerSec).
+	CompactionBudgetHolds uint64
 	// PrefixInstalls counts compacted prefixes this node's stuck replicas
 	// installed from a peer (compaction_install.go), PrefixChunks the
 	// chunks they appended.

@@ -230,12 +230,13 @@
 // I/O budget: node.Config.CompactionBytesPerSec (`strand serve
 // --compaction-bytes-per-sec`, Kafka's log.cleaner.io.max.bytes.per.second;
 // 0, the default, unlimited) bounds the bytes a node's passes read and
-// write, all replicas together, on the Clock's monotonic time: each pass
-// step (a gathering step, the write job, the commit job) starts only once
-// the bytes charged so far are paid for, so a pass over N bytes at B a
-// second takes at least N/B and nothing else on the loop waits (node's
-// passBudget; TestPassBudgetHoldsPassNotProduce). The write job itself
-// runs at full speed: the rate holds over a pass, not inside one job.
+// write, all replicas together, on the Clock's monotonic time: the write
+// runs as a Pass in steps of a tenth of a second of the budget, each a job,
+// and each pass step (a gathering step, a write step, the commit job)
+// starts only once the bytes charged so far are paid for, so a pass over N
+// bytes at B a second takes at least N/B, the rate holds inside its write
+// (to a step), and nothing else on the loop waits (node's passBudget;
+// TestPassBudgetHoldsPassNotProduce).
 // Each pass's bytes in and out and duration are kept per replica and
 // summed per node (node's CompactionView, Stats.CompactionBytesIn/Out;
 // /metrics, `topic describe`).

@@ -99,7 +99,7 @@
 //     _last_pass_bytes_in, _last_pass_bytes_out, _last_pass_seconds (gathering to switch, on the
 //     node's monotonic clock); per node strand_compaction_passes_total,
 //     strand_compaction_diverged_total, strand_compaction_bytes_in_total and _bytes_out_total.
-//     /api/topics carries the same per partition (not yet the last pass's figures) and the
+//     /api/topics carries the same per partition (the last pass's figures too) and the
 //     console lists it under the topic's table (TestCompactionVisible). /readyz is 200 once the node is registered, knows a metadata leader and every hosted
 //     replica knows a leader and is within 256 entries of its commit; else 503 naming why. /readyz
 //     is the node's *own* readiness: a peer that is down leaves the others 200 (what a load
