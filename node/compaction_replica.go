@@ -136,6 +136,11 @@ type passState struct {
 	// none; installTurn picks the next peer asked (compaction_install.go).
 	install     *prefixInstall
 	installTurn int
+	// askedAt is the tick a stuck peer last asked this replica for its
+	// prefix (0: never): a leader decides no pass for installHoldTicks
+	// after it (compaction_trigger.go), so the generation the peer is
+	// installing stays current long enough to be served whole.
+	askedAt uint64
 	// damaged: a read of the prefix failed its checks (ErrCorrupt): it is
 	// installed again whatever its generation.
 	damaged bool

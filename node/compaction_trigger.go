@@ -42,6 +42,14 @@ func (c *Core) maybeProposeCompact(g *group) {
 		// record's generation it must install first.
 		return
 	}
+	if g.pass.askedAt != 0 && c.ticks < g.pass.askedAt+c.installHoldTicks() {
+		// A stuck peer is installing (or about to install) a prefix: a
+		// new decision would replace the generation it needs on every
+		// replica that passes it, and the peer would chase generations
+		// for as long as passes come faster than an install (the
+		// simulator's seed 230: every replica stuck, none serving).
+		return
+	}
 	st := g.part.Compaction()
 	if g.ret.compactGen > st.Decision.Generation && c.ticks < g.ret.compactDeadline {
 		return // ours is in flight: its apply or the deadline ends the wait
@@ -62,6 +70,15 @@ func (c *Core) maybeProposeCompact(g *group) {
 	g.ret.compactGen, g.ret.compactDeadline = d.Generation, c.ticks+uint64(c.cfg.RequestTimeoutTicks)
 	g.logs.log(slog.LevelDebug, "compaction proposed", slog.Uint64("generation", d.Generation),
 		slog.Int64("cleanable_end", d.CleanableEnd))
+}
+
+// installHoldTicks is how long a leader asked for its prefix decides no
+// pass: a stuck peer asks its peers in turn at each retention check and
+// waits up to a request timeout for each answer, so its next question to
+// this replica comes within two timeouts and a few checks; every chunk it
+// asks renews the hold.
+func (c *Core) installHoldTicks() uint64 {
+	return 2*uint64(c.cfg.RequestTimeoutTicks) + 4*uint64(c.cfg.RetentionCheckTicks)
 }
 
 // checkpointForCompaction starts the leader's checkpoint at once when it
