@@ -6,6 +6,10 @@ GO            ?= go
 STATICCHECK_VERSION := v0.8.2
 # staticcheck at the pinned version, installed into ./bin by `make lint` when missing.
 STATICCHECK   ?= bin/staticcheck-$(STATICCHECK_VERSION)
+# A real S3 server for objstore/s3store's tests (Versity's S3 gateway over a directory), installed into
+# ./bin on first use from the module proxy; the tests start it on 127.0.0.1 themselves.
+VERSITYGW_VERSION := v1.8.0
+VERSITYGW     := bin/versitygw-$(VERSITYGW_VERSION)
 FUZZTIME      ?= 10000x
 SEEDS         ?= 1000
 SEED_START    ?= 1
@@ -48,7 +52,7 @@ test:
 ##   production mode), then cmd/strand's real-process tests (three servers writing at full speed) on their
 ##   own: beside them, the in-process clusters of other packages' tests starve on 2 cores. Every suite
 ##   runs even when an earlier one fails.
-test-real:
+test-real: $(VERSITYGW)
 	@failed=(); \
 	$(GO) test -count=1 -timeout 15m $$($(GO) list ./... | grep -v -e '/cmd/strand$$' -e '/simnet$$') || failed+=("packages other than cmd/strand and simnet"); \
 	$(GO) test -count=1 -timeout 5m ./node/ -node.wal || failed+=("node with the node-wide WAL (-node.wal)"); \
@@ -192,10 +196,16 @@ build:
 run: build
 	./bin/strand dev
 
-## tools: install the pinned linters into ./bin (make lint does this itself when they are missing).
-tools: $(filter bin/%,$(STATICCHECK))
+## tools: install the pinned linters and the S3 test server into ./bin (make lint and make test-real do this
+##   themselves when they are missing).
+tools: $(filter bin/%,$(STATICCHECK)) $(VERSITYGW)
 
 bin/staticcheck-$(STATICCHECK_VERSION):
 	@mkdir -p bin
 	GOBIN=$(abspath bin) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	mv bin/staticcheck $@
+
+$(VERSITYGW):
+	@mkdir -p bin
+	GOBIN=$(abspath bin) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
+	mv bin/versitygw $@

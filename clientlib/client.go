@@ -226,6 +226,21 @@ func (c *Client) conn(ctx context.Context, addr string) (*brokerConn, error) {
 	return bc, nil
 }
 
+// liveConn is the node's live connection, or nil when there is none (no
+// dial is started).
+func (c *Client) liveConn(node uint64) *brokerConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	addr, ok := c.meta.Address(node)
+	if !ok || c.closed {
+		return nil
+	}
+	if bc := c.conns[addr]; bc != nil && !bc.isDead() {
+		return bc
+	}
+	return nil
+}
+
 // request sends req to addr and waits for the answer; extra is added to the
 // request timeout (a fetch's max wait).
 func (c *Client) request(ctx context.Context, addr string, req *strandpb.Request, extra time.Duration) (*strandpb.Response, error) {

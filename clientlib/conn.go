@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -25,10 +26,15 @@ const (
 // errConnClosed is the cause of calls failed because the client closed.
 var errConnClosed = errors.New("connection closed")
 
-// brokerConn is one pipelined connection to a node: a writer goroutine
-// sends frames in order, a reader goroutine matches answers to calls by
-// correlation id (in any order). slots bounds calls in flight. Any stream
-// error kills the connection and fails every pending call with a
+// brokerConn is one pipelined connection to a node. A caller writes its
+// own request under the connection's write lock (franz-go's way: no writer
+// goroutine to hand it to); one reader goroutine matches answers to calls
+// by correlation id (in any order) and completes each where it waits: a
+// done channel, or a callback run on the reader (the producer's requests,
+// the consumer's fetches: no goroutine per request). One watchdog
+// goroutine per connection keeps every call's deadline and the stall rule
+// on a single timer (no timer per call). slots bounds calls in flight. Any
+// stream error kills the connection and fails every pending call with a
 // *ConnError; the next request dials again.
 type brokerConn struct {
 	addr     string
@@ -38,7 +44,15 @@ type brokerConn struct {
 	clusterID []byte
 	nc        net.Conn
 	slots     chan struct{}
-	writes    chan *call
+
+	// wmu serializes writes: a call is numbered and written whole under
+	// it, so calls begun one after another are written in that order.
+	wmu  sync.Mutex
+	wbuf []byte      // the frame being written, reused (under wmu)
+	wvec net.Buffers // its pieces (under wmu)
+	// writev: the connection writes net.Buffers in one writev (a TCP
+	// socket; a TLS connection would write each piece as a record).
+	writev bool
 
 	// Stall detection (Stalled): the time every read last returned bytes,
 	// in ns since born; stall is StallTimeout; onStall is told the node's
@@ -48,10 +62,14 @@ type brokerConn struct {
 	stall    time.Duration
 	onStall  func(node uint64)
 	// throttleUntil is when the node's quota throttle on this connection
-	// ends, in ns since born (0: never throttled): the writer holds
-	// requests until then, and await does not count the pause
+	// ends, in ns since born (0: never throttled): writes are held until
+	// then, and the watchdog does not count the pause
 	// (clientcore.Throttle). Only the reader raises it.
 	throttleUntil atomic.Int64
+	// armed is when the watchdog wakes next, in ns since born; a call
+	// whose deadline comes earlier kicks it.
+	armed atomic.Int64
+	kick  chan struct{}
 
 	mu       sync.Mutex
 	calls    map[uint64]*call
@@ -66,15 +84,32 @@ type call struct {
 	noAnswer bool // acks=0 produce: done once written
 	sent     atomic.Bool
 	sentAt   atomic.Int64 // ns since the connection's born, once written
-	done     chan struct{}
-	once     sync.Once
-	resp     *strandpb.Response
-	err      error
+	// begun is when the call was begun (ns since born); timeout bounds the
+	// wait for its answer from then (past a throttle), wait is how long
+	// the node may legitimately hold it (a fetch's long poll). The
+	// watchdog reads them.
+	begun   time.Duration
+	timeout time.Duration
+	wait    time.Duration
+	// onDone, when set, is called once with the outcome, on whichever
+	// goroutine finishes the call (the reader, the watchdog, a writer that
+	// fails); else done is closed.
+	onDone func(*strandpb.Response, error)
+	slots  chan struct{} // the connection's, freed once when finished
+	done   chan struct{}
+	once   sync.Once
+	resp   *strandpb.Response
+	err    error
 }
 
 func (cl *call) finish(resp *strandpb.Response, err error) {
 	cl.once.Do(func() {
 		cl.resp, cl.err = resp, err
+		<-cl.slots
+		if cl.onDone != nil {
+			cl.onDone(resp, err)
+			return
+		}
 		close(cl.done)
 	})
 }
@@ -129,14 +164,23 @@ func dialConn(ctx context.Context, cfg *config, addr string, onStall func(node u
 		onStall:   onStall,
 		nc:        nc,
 		slots:     make(chan struct{}, cfg.inFlightPerConn),
-		writes:    make(chan *call, cfg.inFlightPerConn),
+		writev:    isTCP(nc),
+		kick:      make(chan struct{}, 1),
 		calls:     make(map[uint64]*call),
 		nextCorr:  1,
 		dead:      make(chan struct{}),
 	}
-	go c.writeLoop()
+	c.armed.Store(int64(watchIdle))
+	go c.watch()
 	go c.readLoop(r)
 	return c, nil
+}
+
+// isTCP reports whether nc is a TCP socket (net.Buffers are written with
+// writev).
+func isTCP(nc net.Conn) bool {
+	_, ok := nc.(*net.TCPConn)
+	return ok
 }
 
 // activityReader records when a read last returned bytes, for Stalled.
@@ -266,36 +310,6 @@ func (c *brokerConn) isDead() bool {
 	}
 }
 
-func (c *brokerConn) writeLoop() {
-	var buf []byte
-	for {
-		select {
-		case <-c.dead:
-			return
-		case cl := <-c.writes:
-			if !c.holdForThrottle() {
-				return
-			}
-			var err error
-			if buf, err = frame.Append(buf[:0], cl.req); err != nil {
-				c.unregister(cl.req.GetCorrelationId())
-				cl.finish(nil, fmt.Errorf("clientlib: cannot frame request: %w", err))
-				continue
-			}
-			cl.sentAt.Store(int64(time.Since(c.born)))
-			cl.sent.Store(true)
-			if _, err := c.nc.Write(buf); err != nil {
-				c.kill(err)
-				return
-			}
-			if cl.noAnswer {
-				c.unregister(cl.req.GetCorrelationId())
-				cl.finish(nil, nil)
-			}
-		}
-	}
-}
-
 func (c *brokerConn) readLoop(r *bufio.Reader) {
 	var buf []byte
 	for {
@@ -316,19 +330,22 @@ func (c *brokerConn) readLoop(r *bufio.Reader) {
 }
 
 // holdForThrottle waits while the node throttles the connection (it
-// reads nothing until then); false when the connection died meanwhile.
-func (c *brokerConn) holdForThrottle() bool {
+// reads nothing until then); an error when the connection died or ctx
+// ended meanwhile.
+func (c *brokerConn) holdForThrottle(ctx context.Context) error {
 	d := time.Duration(c.throttleUntil.Load()) - time.Since(c.born)
 	if d <= 0 {
-		return true
+		return nil
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return true
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	case <-c.dead:
-		return false
+		return &ConnError{Addr: c.addr, Err: c.deadErr}
 	}
 }
 
@@ -343,25 +360,94 @@ func (c *brokerConn) unregister(corr uint64) *call {
 // roundTrip sends req and waits for its answer, ctx, or timeout; wait is
 // how long the node may legitimately hold it (a fetch's long poll).
 func (c *brokerConn) roundTrip(ctx context.Context, req *strandpb.Request, noAnswer bool, timeout, wait time.Duration) (*strandpb.Response, error) {
-	cl, err := c.begin(ctx, req, noAnswer)
+	cl, err := c.begin(ctx, req, noAnswer, timeout, wait, nil)
 	if err != nil {
 		return nil, err
 	}
-	return c.await(ctx, cl, timeout, wait)
+	select {
+	case <-cl.done:
+		return cl.resp, cl.err
+	case <-ctx.Done():
+		if c.unregister(cl.req.GetCorrelationId()) != nil {
+			cl.finish(nil, ctx.Err())
+		}
+		<-cl.done
+		return cl.resp, cl.err
+	}
 }
 
-// begin queues req for the writer and returns its call; req itself is
-// never modified. Calls begun one
-// after another from one goroutine are written in that order. It blocks
-// while the connection's in-flight slots are all taken; the slot is freed
-// by await.
-func (c *brokerConn) begin(ctx context.Context, req *strandpb.Request, noAnswer bool) (*call, error) {
-	select {
-	case c.slots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-c.dead:
-		return nil, &ConnError{Addr: c.addr, Err: c.deadErr}
+// begin numbers req, registers its call and writes it, in the caller's
+// goroutine; req itself is never modified. Calls begun one after another
+// from one goroutine are written in that order. It blocks while the
+// connection's in-flight slots are all taken, while the node throttles the
+// connection, and while an earlier call is being written. The outcome
+// reaches onDone when it is set (called at most once, maybe before begin
+// returns, on the goroutine that finishes the call), else the call's done
+// channel; an error returned means the call was never registered (onDone
+// is not called). timeout bounds the wait for the answer (the watchdog
+// kills the connection past it and fails the call with a TIMEOUT *Error:
+// its outcome unknown); a stall (Stalled: nothing arrived on the
+// connection for StallTimeout beyond the call's own wait) fails it with a
+// *ConnError, sent, and tells onStall.
+func (c *brokerConn) begin(ctx context.Context, req *strandpb.Request, noAnswer bool, timeout, wait time.Duration,
+	onDone func(*strandpb.Response, error)) (*call, error) {
+	return c.beginCall(ctx, req, callSpec{noAnswer: noAnswer, timeout: timeout, wait: wait, onDone: onDone})
+}
+
+// callSpec is how a call is begun (begin's arguments).
+type callSpec struct {
+	noAnswer      bool
+	timeout, wait time.Duration
+	onDone        func(*strandpb.Response, error)
+	// noWait: fail with errWouldBlock rather than wait for a slot or a
+	// throttle (tryBegin).
+	noWait bool
+	// owned: the request's body is the caller's alone, read by no one else
+	// until begin returns, so a produce's large batches may be written as
+	// they are, beside the marshalled rest (frame.AppendProduceSpliced,
+	// writev), not copied into the frame. The producer's requests are.
+	owned bool
+}
+
+// errWouldBlock is tryBegin's refusal: no slot is free, or the node
+// throttles the connection. Nothing was registered or sent.
+var errWouldBlock = errors.New("connection busy")
+
+// tryBegin is begin that never waits for a slot or a throttle: it fails
+// with errWouldBlock instead (the caller then begins on a goroutine of its
+// own).
+func (c *brokerConn) tryBegin(req *strandpb.Request, timeout, wait time.Duration,
+	onDone func(*strandpb.Response, error)) error {
+	_, err := c.beginCall(context.Background(), req, callSpec{timeout: timeout, wait: wait, onDone: onDone, noWait: true})
+	return err
+}
+
+// beginCall is begin as spec says.
+func (c *brokerConn) beginCall(ctx context.Context, req *strandpb.Request, spec callSpec) (*call, error) {
+	if spec.noWait {
+		select {
+		case c.slots <- struct{}{}:
+		default:
+			return nil, errWouldBlock
+		}
+	} else {
+		select {
+		case c.slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-c.dead:
+			return nil, &ConnError{Addr: c.addr, Err: c.deadErr}
+		}
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if spec.noWait && time.Duration(c.throttleUntil.Load()) > time.Since(c.born) {
+		<-c.slots
+		return nil, errWouldBlock
+	}
+	if err := c.holdForThrottle(ctx); err != nil {
+		<-c.slots
+		return nil, err
 	}
 	c.mu.Lock()
 	if c.deadErr != nil {
@@ -373,69 +459,144 @@ func (c *brokerConn) begin(ctx context.Context, req *strandpb.Request, noAnswer 
 	corr := c.nextCorr
 	c.nextCorr++
 	// A shallow copy per send: the caller's request may be sent again on
-	// another connection while this one's writer still reads it.
-	cl := &call{req: &strandpb.Request{CorrelationId: corr, Body: req.GetBody()}, noAnswer: noAnswer, done: make(chan struct{})}
+	// another connection at the same time.
+	cl := &call{req: &strandpb.Request{CorrelationId: corr, Body: req.GetBody()}, noAnswer: spec.noAnswer,
+		begun: time.Since(c.born), timeout: spec.timeout, wait: spec.wait, onDone: spec.onDone, slots: c.slots}
+	if spec.onDone == nil {
+		cl.done = make(chan struct{})
+	}
 	c.calls[corr] = cl
 	c.mu.Unlock()
-	c.writes <- cl // never blocks: capacity equals the slots
+	if deadline, _ := clientcore.PastThrottle(cl.begun, 0, time.Duration(c.throttleUntil.Load())); deadline+spec.timeout < time.Duration(c.armed.Load()) {
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
+	var err error
+	if spec.owned && c.writev {
+		c.wbuf, c.wvec, err = frame.AppendProduceSpliced(c.wbuf[:0], c.wvec[:0], cl.req, frame.SpliceBytesMin)
+	} else {
+		c.wbuf, err = frame.Append(c.wbuf[:0], cl.req)
+		c.wvec = append(c.wvec[:0], c.wbuf)
+	}
+	if err != nil {
+		c.unregister(corr)
+		cl.finish(nil, fmt.Errorf("clientlib: cannot frame request: %w", err))
+		return cl, nil
+	}
+	cl.sentAt.Store(int64(time.Since(c.born)))
+	cl.sent.Store(true)
+	vec := c.wvec // WriteTo consumes its copy of the slice, clearing the pieces written
+	if _, err := vec.WriteTo(c.nc); err != nil {
+		c.kill(err)
+		return cl, nil
+	}
+	if cap(c.wbuf) > wbufKeepMax {
+		c.wbuf = nil // a large request's buffer is not kept for the small ones
+	}
+	if spec.noAnswer && c.unregister(corr) != nil {
+		cl.finish(nil, nil)
+	}
 	return cl, nil
 }
 
-// await waits for a begun call's answer, ctx, or timeout, and frees its
-// slot. A timeout kills the connection (as Kafka does) and returns a
-// TIMEOUT *Error: the outcome is unknown. So does a stall (Stalled: nothing
-// arrived on the connection for StallTimeout beyond the call's own wait),
-// which fails the call with a *ConnError, sent, and tells onStall.
-func (c *brokerConn) await(ctx context.Context, cl *call, timeout, wait time.Duration) (*strandpb.Response, error) {
-	defer func() { <-c.slots }()
-	timer := time.NewTimer(timeout)
+// wbufKeepMax is the largest write buffer a connection keeps between
+// writes.
+const wbufKeepMax = 1 << 20
+
+// watchIdle is how long the watchdog sleeps with no deadline to keep (its
+// stall checks come every StallTimeout/4 regardless).
+const watchIdle = time.Second
+
+// watch is the connection's watchdog: one timer, armed for the earliest
+// call deadline or the next stall check, whichever is first. A call past
+// its deadline fails with a TIMEOUT *Error and kills the connection (as
+// Kafka does: the outcome is unknown); a stalled call kills it with a
+// stall (the calls fail with a *ConnError, sent) and tells onStall.
+func (c *brokerConn) watch() {
+	timer := time.NewTimer(watchIdle)
 	defer timer.Stop()
-	var check <-chan time.Time
-	if c.stall > 0 {
-		ticker := time.NewTicker(max(c.stall/4, time.Millisecond))
-		defer ticker.Stop()
-		check = ticker.C
-	}
-	begun := time.Since(c.born)
 	for {
 		select {
-		case <-cl.done:
-			return cl.resp, cl.err
-		case <-ctx.Done():
-			c.unregister(cl.req.GetCorrelationId())
-			return nil, ctx.Err()
-		case <-check:
-			sentAt := time.Duration(cl.sentAt.Load())
-			if !cl.sent.Load() {
-				sentAt = begun // still queued behind the writer: count from the call
-			}
-			now := time.Since(c.born)
-			sentAt, lastRead := clientcore.PastThrottle(sentAt, time.Duration(c.lastRead.Load()), time.Duration(c.throttleUntil.Load()))
-			if !clientcore.Stalled(now, sentAt, lastRead, wait, c.stall) {
-				continue
-			}
-			c.kill(fmt.Errorf("%w: nothing received for %v", errStalled, c.stall))
-			if c.onStall != nil {
-				c.onStall(c.nodeID)
-			}
-			<-cl.done
-			return cl.resp, cl.err
+		case <-c.dead:
+			return
+		case <-c.kick:
 		case <-timer.C:
-			// The deadline counts from when the node could read the call:
-			// a throttle's pause (PastThrottle) moves it on.
-			if end, _ := clientcore.PastThrottle(begun, 0, time.Duration(c.throttleUntil.Load())); time.Since(c.born) < end+timeout {
-				timer.Reset(end + timeout - time.Since(c.born))
-				continue
-			}
-			c.kill(fmt.Errorf("no answer within %v", timeout))
-			<-cl.done
-			if cl.err == nil {
-				return cl.resp, nil
-			}
-			return nil, &Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT,
-				Message: fmt.Sprintf("no answer from %s within %v", c.addr, timeout)}
+		}
+		// While it looks, a call begun meanwhile kicks it again: it may
+		// not have seen that call.
+		c.armed.Store(math.MaxInt64)
+		now := time.Since(c.born)
+		next, done := c.check(now)
+		if done {
+			return
+		}
+		c.armed.Store(int64(next))
+		timer.Stop()
+		select {
+		case <-timer.C:
+		default:
+		}
+		timer.Reset(max(next-time.Since(c.born), 0))
+	}
+}
+
+// check judges every pending call at now; it returns when to look again
+// and whether the connection died.
+func (c *brokerConn) check(now time.Duration) (time.Duration, bool) {
+	next := now + watchIdle
+	if c.stall > 0 {
+		next = now + max(c.stall/4, time.Millisecond)
+	}
+	until := time.Duration(c.throttleUntil.Load())
+	lastRead := time.Duration(c.lastRead.Load())
+	var expired []*call
+	stalled := false
+	c.mu.Lock()
+	if c.deadErr != nil {
+		c.mu.Unlock()
+		return 0, true
+	}
+	for corr, cl := range c.calls {
+		// The deadline counts from when the node could read the call: a
+		// throttle's pause (PastThrottle) moves it on.
+		start, _ := clientcore.PastThrottle(cl.begun, 0, until)
+		if end := start + cl.timeout; now >= end {
+			delete(c.calls, corr)
+			expired = append(expired, cl)
+			continue
+		} else {
+			next = min(next, end)
+		}
+		sentAt := time.Duration(cl.sentAt.Load())
+		if !cl.sent.Load() {
+			sentAt = cl.begun // still waiting to be written: count from the call
+		}
+		sentAt, heard := clientcore.PastThrottle(sentAt, lastRead, until)
+		if clientcore.Stalled(now, sentAt, heard, cl.wait, c.stall) {
+			stalled = true
 		}
 	}
+	c.mu.Unlock()
+	for _, cl := range expired {
+		cl.finish(nil, &Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT,
+			Message: fmt.Sprintf("no answer from %s within %v", c.addr, cl.timeout)})
+	}
+	switch {
+	case stalled:
+		// The node is suspect before any call hears of the stall: a
+		// producer retrying at once must already steer around it.
+		if c.onStall != nil {
+			c.onStall(c.nodeID)
+		}
+		c.kill(fmt.Errorf("%w: nothing received for %v", errStalled, c.stall))
+		return 0, true
+	case len(expired) > 0:
+		c.kill(fmt.Errorf("no answer within %v", expired[0].timeout))
+		return 0, true
+	}
+	return next, false
 }
 
 // errStalled is the cause of calls failed by a stall.

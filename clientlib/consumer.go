@@ -211,6 +211,9 @@ type Consumer struct {
 	landed []landedFetch
 	// wake has a token when a fetch landed.
 	wake chan struct{}
+	// pollTimer bounds a live Poll's wait for a landing, reused by every
+	// Poll (Polls come one at a time): no timer per Poll.
+	pollTimer *time.Timer
 	// simWake resumes a simulated Poll waiting for a fetch to land
 	// (sim_task.go); nil otherwise.
 	simWake func()

@@ -82,13 +82,18 @@ func (k *Consumer) awaitLanded(ctx context.Context, deadline time.Time) bool {
 	if k.c.cfg.simulated != nil {
 		return k.simAwait(deadline)
 	}
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
+	// Stop and Reset leave no stale tick in the channel (Go 1.23 timers).
+	if k.pollTimer == nil {
+		k.pollTimer = time.NewTimer(time.Until(deadline))
+	} else {
+		k.pollTimer.Reset(time.Until(deadline))
+	}
+	defer k.pollTimer.Stop()
 	select {
 	case <-k.wake:
 		return true
 	case <-ctx.Done():
-	case <-timer.C:
+	case <-k.pollTimer.C:
 	}
 	return false
 }
@@ -110,7 +115,6 @@ func (k *Consumer) startFetches(ctx context.Context) bool {
 	}
 	slices.Sort(nodes) // requests leave in node order, never map order
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	for _, node := range nodes {
 		ts := byLeader[node]
 		k.fetching[node] = true
@@ -119,11 +123,43 @@ func (k *Consumer) startFetches(ctx context.Context) bool {
 		}
 		if k.c.cfg.simulated != nil {
 			k.simFetch(node, ts)
-		} else {
-			go k.fetchNode(node, ts)
 		}
 	}
-	return len(k.fetching) > 0
+	inFlight := len(k.fetching) > 0
+	k.mu.Unlock()
+	if k.c.cfg.simulated == nil {
+		// Outside k.mu: a fetch's answer may land (land takes k.mu)
+		// before startFetch returns.
+		for _, node := range nodes {
+			k.startFetch(node, byLeader[node])
+		}
+	}
+	return inFlight
+}
+
+// startFetch sends one fetch to a node; its answer lands for Poll. On a
+// live connection with a free slot it is written from the caller's
+// goroutine and lands from the connection's reader; otherwise (a dial, a
+// full, throttled or dead connection) a goroutine of its own waits
+// (fetchNode).
+func (k *Consumer) startFetch(node uint64, ts []pollTarget) {
+	c := k.c
+	if bc := c.liveConn(node); bc != nil {
+		req := k.fetchRequest(node, ts)
+		sent := time.Now()
+		err := bc.tryBegin(req, c.cfg.requestTimeout+k.cfg.maxWait, k.cfg.maxWait, func(resp *strandpb.Response, err error) {
+			if err == nil {
+				c.reached.Store(true)
+			}
+			k.land(landedFetch{node: node, targets: ts, sent: sent, resp: resp, err: err})
+		})
+		if err == nil {
+			return
+		}
+		// Busy, or the connection died meanwhile: fetchNode waits, or
+		// dials again.
+	}
+	go k.fetchNode(node, ts)
 }
 
 // fetchNode sends one fetch to a node and queues the answer for Poll. It

@@ -151,7 +151,10 @@ type sink struct {
 	open      []pendingRecord
 	builder   recordbatch.Builder
 	openSince time.Duration
-	sealed    map[clientcore.BatchID]*sealedBatch
+	// lastBatchBytes is the size of the partition's last sealed batch:
+	// the next one's buffer starts there (appendOpen).
+	lastBatchBytes int
+	sealed         map[clientcore.BatchID]*sealedBatch
 	// txnProducer and txnEpoch: a transactional producer's id and epoch
 	// the window numbers under; a new transaction (a new epoch) starts a
 	// new window at sequence 0.
@@ -190,9 +193,9 @@ type requestResult struct {
 }
 
 // producer is the Client's producer: one loop goroutine owns every sink,
-// so the batching and retry state needs no locks; request goroutines (one
-// per request in flight, bounded) and the promise goroutine talk to it by
-// channels.
+// so the batching and retry state needs no locks; the senders, the
+// connections' readers (reporting answers) and the promise goroutine talk
+// to it by channels.
 type producer struct {
 	c        *Client
 	io       producerIO
@@ -654,7 +657,12 @@ func (p *producer) appendOpen(s *sink, pr pendingRecord, now time.Duration) {
 		// doubling. A full BatchBytes buffer per batch (16 KiB by default)
 		// made most of a light producer's garbage: its batches hold a
 		// record or two and live until acknowledged.
-		s.builder.Reset(make([]byte, 0, max(min(p.c.cfg.batchBytes, batchBufferFirst), estimate)+recordbatch.HeaderBytes))
+		// A partition whose last batch was larger starts at twice its
+		// size (a batch a record longer than the last must not move to a
+		// new buffer at its end): a full producer's batches then take one
+		// allocation, not a doubling series of zeroed ones.
+		first := max(batchBufferFirst, 2*s.lastBatchBytes)
+		s.builder.Reset(make([]byte, 0, max(min(p.c.cfg.batchBytes, first), estimate)+recordbatch.HeaderBytes))
 	}
 	// Doubling, up to the batch's size: append's own growth of a large
 	// buffer copied a full batch about five times over.
@@ -689,6 +697,7 @@ func (p *producer) seal(s *sink, now time.Duration) {
 	// delivery.timeout.ms bounds a record from its send.
 	id := s.w.Push(int32(len(s.open)), s.openSince)
 	s.sealed[id] = &sealedBatch{records: s.open, bytes: bytes, topicID: s.topicID}
+	s.lastBatchBytes = len(bytes)
 	s.open = nil
 	s.builder = recordbatch.Builder{}
 	p.c.mu.Lock()

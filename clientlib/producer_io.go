@@ -31,8 +31,10 @@ type producerIO interface {
 	addPartitions(req *strandpb.Request, res addPartitionsResult)
 }
 
-// liveIO is the real process's producerIO: a sender goroutine per node,
-// a goroutine per request awaiting its answer, the promise goroutine.
+// liveIO is the real process's producerIO: a sender goroutine per node
+// writes requests (the loop never blocks on a socket), the connection's
+// reader reports each answer back to the loop (no goroutine per request),
+// the promise goroutine calls promises.
 type liveIO struct{ p *producer }
 
 func (io liveIO) send(node uint64, batches []sentBatch) {
@@ -122,7 +124,8 @@ func (p *producer) sender(node uint64) chan<- []sentBatch {
 
 // senderLoop begins a node's requests one after another, so they reach
 // the wire in the order the loop built them (a partition's batches in
-// sequence order); a goroutine per request awaits each answer.
+// sequence order). It writes each itself (brokerConn.begin); the answer
+// comes back through begin's callback, on the connection's reader.
 func (p *producer) senderLoop(node uint64, ch <-chan []sentBatch) {
 	for {
 		select {
@@ -134,7 +137,9 @@ func (p *producer) senderLoop(node uint64, ch <-chan []sentBatch) {
 	}
 }
 
-// begin sends one produce request and starts the wait for its answer.
+// begin sends one produce request; its outcome reaches the loop by
+// report, from the connection's reader (or its watchdog, on a timeout or
+// stall), or from here when it cannot be sent.
 func (p *producer) begin(node uint64, batches []sentBatch) {
 	cfg := &p.c.cfg
 	envelope := p.produceRequest(batches)
@@ -153,14 +158,16 @@ func (p *producer) begin(node uint64, batches []sentBatch) {
 		fail(err)
 		return
 	}
-	cl, err := bc.begin(ctx, envelope, cfg.acks == AcksNone)
+	// The node gives up at timeout_ms; wait a little longer for its
+	// answer. The answer is reported from the connection's reader (no
+	// goroutine waits for it).
+	// The envelope is this call's alone: its large batches are written
+	// as they are (owned), not copied into the frame.
+	_, err = bc.beginCall(ctx, envelope, callSpec{noAnswer: cfg.acks == AcksNone, timeout: cfg.requestTimeout + time.Second,
+		owned: true, onDone: func(resp *strandpb.Response, err error) {
+			p.report(requestResult{node: node, batches: batches, resp: resp, err: err})
+		}})
 	if err != nil {
 		fail(err)
-		return
 	}
-	go func() {
-		// The node gives up at timeout_ms; wait a little longer for its answer.
-		resp, err := bc.await(ctx, cl, cfg.requestTimeout+time.Second, 0)
-		p.report(requestResult{node: node, batches: batches, resp: resp, err: err})
-	}()
 }

@@ -87,7 +87,7 @@ func abortedDigest(a *AbortedTxn) uint64 {
 func (p *Partition) Digest() uint64 {
 	h := digestChain(digestTagPartition, p.appliedIndex, uint64(p.logStartOffset), uint64(p.nextOffset),
 		uint64(len(p.batches)-p.head-p.covered), p.indexSum-p.coveredSum, uint64(len(p.producers)), p.producerSum)
-	return p.chainCompaction(p.chainTxns(h))
+	return p.chainTier(p.chainCompaction(p.chainTxns(h)))
 }
 
 // chainTxns folds the transactional state into h; without any it leaves
@@ -149,7 +149,7 @@ func (p *Partition) checkDigest() error {
 // applied yet (node/snapshot.go); the simulator compares it by this digest
 // until then. O(1).
 func (p *Partition) TailDigest() uint64 {
-	return p.chainCompaction(p.chainTxns(digestChain(digestTagPartition^1, p.appliedIndex, uint64(p.nextOffset), uint64(len(p.producers)), p.producerSum)))
+	return p.chainTier(p.chainCompaction(p.chainTxns(digestChain(digestTagPartition^1, p.appliedIndex, uint64(p.nextOffset), uint64(len(p.producers)), p.producerSum))))
 }
 
 // digestKey is every input of Digest and TailDigest while the partition
@@ -183,7 +183,7 @@ type digestMemo struct {
 // every event, and most events leave most partitions as they were. With a
 // compaction decision it computes them every time.
 func (p *Partition) Digests() (digest, tail uint64) {
-	if p.compaction.Decision.Generation != 0 {
+	if p.compaction.Decision.Generation != 0 || p.tier.Active() {
 		return p.Digest(), p.TailDigest()
 	}
 	k := digestKey{

@@ -5,10 +5,11 @@
 //
 // # Raft entry
 //
-// strandpb.Entry (flat): kind (PRODUCE, TRIM, TXN_BEGIN, TXN_MARKER, COMPACT, COMPACT_DONE),
+// strandpb.Entry (flat): kind (PRODUCE, TRIM, TXN_BEGIN, TXN_MARKER, COMPACT, COMPACT_DONE, TIER_ADD),
 // append_time_ms (the leader's clock: the only time the engine sees), producer id/epoch/base
 // sequence, trim offset, node-local proposal id, transactional, commit, coordinator epoch, the
-// compaction fields (generation, offset, delete retention, offset map bytes, digest), batch.
+// compaction fields (generation, offset, delete retention, offset map bytes, digest), batch, the
+// tier fields (an uploaded segment's base, end, bytes, max timestamp, term, CRC).
 // engine.DecodeEntry reads it with protowire without copying (differentially fuzzed against
 // proto.Unmarshal).
 //
@@ -141,6 +142,19 @@
 // must serve offsets below the reported cleaned-to only from its own prefix of that generation
 // or later. Nor is the log start kept below the first indexed batch on a compacted partition
 // (Compacted moves it today; there the prefix serves the offsets below).
+//
+// # Tiered storage (issue 27; tiering.go, the rules are engine/tier)
+//
+// The partition keeps tier.Manifest, the list of its segments in object storage, as replicated
+// state: TIER_ADD (EncodeTierAddEntry) applies tier.Manifest.Add — the first upload starts the
+// remote log at its base, later ones must extend it without a gap or overlap — and is refused
+// (ErrInvalidEntry) past the last stable offset; Result.Tier says Added, Duplicate (a retried
+// proposal) or Stale (a lost race: the uploader deletes its object). Once active, every TRIM moves
+// the remote start too and answers the segments wholly below it in Result.TierDropped, for the
+// leader to delete. An inactive manifest ignores trims and stays out of the snapshot and the
+// digest, so a partition that never tiered has the state it had before tiering. Not yet: the node
+// side (uploads, local deletion bounded by tier.Manifest.LocalRemote, remote reads) and a
+// replicated log start for reads of remote offsets (Compacted moves the local one).
 //
 // # Snapshot
 //

@@ -35,7 +35,12 @@ type EntryFields struct {
 	DeleteRetentionMs int64
 	OffsetMapBytes    int64
 	CompactDigest     []byte
-	Batch             []byte
+	// The tier fields belong to a TIER_ADD entry (tiering.go): the
+	// uploaded segment.
+	TierBase, TierEnd, TierBytes, TierMaxTimeMs int64
+	TierTerm                                    uint64
+	TierCRC                                     uint32
+	Batch                                       []byte
 }
 
 // Producer names an idempotent producer's batch: its id, epoch and the
@@ -67,6 +72,12 @@ const (
 	fieldOffsetMap     = 14
 	fieldBatch         = 15
 	fieldCompactDigest = 16
+	fieldTierBase      = 17
+	fieldTierEnd       = 18
+	fieldTierBytes     = 19
+	fieldTierMaxTime   = 20
+	fieldTierTerm      = 21
+	fieldTierCRC       = 22
 )
 
 // DecodeEntry reads a marshalled strandpb.Entry with protowire, allocating
@@ -94,7 +105,7 @@ func DecodeEntry(data []byte) (EntryFields, error) {
 			data = data[m:]
 			continue
 		}
-		if typ == protowire.VarintType && num >= fieldKind && num <= fieldOffsetMap {
+		if typ == protowire.VarintType && (num >= fieldKind && num <= fieldOffsetMap || num >= fieldTierBase && num <= fieldTierCRC) {
 			v, m := protowire.ConsumeVarint(data)
 			if m < 0 {
 				return EntryFields{}, fmt.Errorf("%w: field %d: %v", ErrInvalidEntry, num, protowire.ParseError(m))
@@ -143,6 +154,18 @@ func (e *EntryFields) setVarint(num protowire.Number, v uint64) {
 		e.DeleteRetentionMs = int64(v)
 	case fieldOffsetMap:
 		e.OffsetMapBytes = int64(v)
+	case fieldTierBase:
+		e.TierBase = int64(v)
+	case fieldTierEnd:
+		e.TierEnd = int64(v)
+	case fieldTierBytes:
+		e.TierBytes = int64(v)
+	case fieldTierMaxTime:
+		e.TierMaxTimeMs = int64(v)
+	case fieldTierTerm:
+		e.TierTerm = v
+	case fieldTierCRC:
+		e.TierCRC = uint32(v)
 	}
 }
 
@@ -178,7 +201,13 @@ func AppendEntry(dst []byte, e *EntryFields) []byte {
 	dst = appendVarintField(dst, fieldDeleteRetain, uint64(e.DeleteRetentionMs))
 	dst = appendVarintField(dst, fieldOffsetMap, uint64(e.OffsetMapBytes))
 	dst = appendBytesField(dst, fieldBatch, e.Batch)
-	return appendBytesField(dst, fieldCompactDigest, e.CompactDigest)
+	dst = appendBytesField(dst, fieldCompactDigest, e.CompactDigest)
+	dst = appendVarintField(dst, fieldTierBase, uint64(e.TierBase))
+	dst = appendVarintField(dst, fieldTierEnd, uint64(e.TierEnd))
+	dst = appendVarintField(dst, fieldTierBytes, uint64(e.TierBytes))
+	dst = appendVarintField(dst, fieldTierMaxTime, uint64(e.TierMaxTimeMs))
+	dst = appendVarintField(dst, fieldTierTerm, e.TierTerm)
+	return appendVarintField(dst, fieldTierCRC, uint64(e.TierCRC))
 }
 
 // appendBytesField appends a non-empty bytes field; proto3 omits empty ones.

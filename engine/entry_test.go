@@ -29,6 +29,12 @@ func toProto(e *EntryFields) *strandpb.Entry {
 		DeleteRetentionMs: e.DeleteRetentionMs,
 		OffsetMapBytes:    e.OffsetMapBytes,
 		CompactDigest:     e.CompactDigest,
+		TierBase:          e.TierBase,
+		TierEnd:           e.TierEnd,
+		TierBytes:         e.TierBytes,
+		TierMaxTimeMs:     e.TierMaxTimeMs,
+		TierTerm:          e.TierTerm,
+		TierCrc:           e.TierCRC,
 		Batch:             e.Batch,
 	}
 }
@@ -51,6 +57,12 @@ func fromProto(m *strandpb.Entry) EntryFields {
 		DeleteRetentionMs: m.GetDeleteRetentionMs(),
 		OffsetMapBytes:    m.GetOffsetMapBytes(),
 		CompactDigest:     m.GetCompactDigest(),
+		TierBase:          m.GetTierBase(),
+		TierEnd:           m.GetTierEnd(),
+		TierBytes:         m.GetTierBytes(),
+		TierMaxTimeMs:     m.GetTierMaxTimeMs(),
+		TierTerm:          m.GetTierTerm(),
+		TierCRC:           m.GetTierCrc(),
 		Batch:             m.GetBatch(),
 	}
 }
@@ -63,6 +75,10 @@ func sameFields(a, b EntryFields) bool {
 	}
 	if a.CompactGeneration != b.CompactGeneration || a.CompactOffset != b.CompactOffset ||
 		a.DeleteRetentionMs != b.DeleteRetentionMs || a.OffsetMapBytes != b.OffsetMapBytes {
+		return false
+	}
+	if a.TierBase != b.TierBase || a.TierEnd != b.TierEnd || a.TierBytes != b.TierBytes ||
+		a.TierMaxTimeMs != b.TierMaxTimeMs || a.TierTerm != b.TierTerm || a.TierCRC != b.TierCRC {
 		return false
 	}
 	return a.Kind == b.Kind && a.AppendTimeMs == b.AppendTimeMs && a.ProducerID == b.ProducerID &&
@@ -94,6 +110,12 @@ func TestEntryCodecMatchesProto(t *testing.T) {
 			DeleteRetentionMs: pick64.Draw(t, "deleteRetention"),
 			OffsetMapBytes:    pick64.Draw(t, "offsetMap"),
 			CompactDigest:     rapid.SliceOfN(rapid.Byte(), 0, 40).Draw(t, "digest"),
+			TierBase:          pick64.Draw(t, "tierBase"),
+			TierEnd:           pick64.Draw(t, "tierEnd"),
+			TierBytes:         pick64.Draw(t, "tierBytes"),
+			TierMaxTimeMs:     pick64.Draw(t, "tierMaxTime"),
+			TierTerm:          rapid.Uint64().Draw(t, "tierTerm"),
+			TierCRC:           rapid.Uint32().Draw(t, "tierCRC"),
 			Batch:             rapid.SliceOfN(rapid.Byte(), 0, 50).Draw(t, "batch"),
 		}
 		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(toProto(&e))

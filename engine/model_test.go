@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/strandlog/strand/engine/recordbatch"
+	"github.com/strandlog/strand/engine/tier"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -244,7 +245,38 @@ func (s *machine) actions() map[string]func(*rapid.T) {
 		"snapshotRestore":    s.stepSnapshotRestore,
 		"locate":             s.stepLocate,
 		"offsetForTimestamp": s.stepOffsetForTimestamp,
+		"tierAdd":            s.stepTierAdd,
 		"":                   s.checkState,
+	}
+}
+
+// stepTierAdd applies a TIER_ADD of a segment near the remote log's end:
+// its outcome must follow tier.Manifest's rules on the state before it
+// (the replay in TestPartitionModel then shows every replica decides it
+// alike, through compactions and restores).
+func (s *machine) stepTierAdd(t *rapid.T) {
+	m := s.p.Tier()
+	from := m.Next()
+	if !m.Active() {
+		from = s.m.logStart
+	}
+	base := max(0, from+rapid.Int64Range(-2, 2).Draw(t, "tierBase"))
+	seg := tier.Segment{Base: base, End: base + rapid.Int64Range(1, 8).Draw(t, "tierLen"), Bytes: 10, MaxTimeMs: -1,
+		Term: rapid.Uint64Range(1, 3).Draw(t, "tierTerm")}
+	wantOut, _ := m.Add(seg) // m is a copy
+	if seg.End > s.p.LastStableOffset() {
+		wantOut = 0
+	}
+	s.m.applied++
+	got := s.apply(EncodeTierAddEntry(nil, 0, 0, seg))
+	if wantOut == 0 {
+		if !errors.Is(got.Err, ErrInvalidEntry) {
+			t.Fatalf("TIER_ADD %+v past the last stable offset %d: %s", seg, s.p.LastStableOffset(), outcome(got))
+		}
+		return
+	}
+	if got.Err != nil || got.Tier != wantOut {
+		t.Fatalf("TIER_ADD %+v: %s, want outcome %d", seg, outcome(got), wantOut)
 	}
 }
 
@@ -273,7 +305,7 @@ func (s *machine) stepInvalid(t *rapid.T) {
 		data = EncodeProduceEntry(nil, 0, 0, NoProducer, batch)
 		data = data[:len(data)-1]
 	default:
-		data = AppendEntry(nil, &EntryFields{Kind: strandpb.EntryKind(7 + rapid.Int32Range(0, 5).Draw(t, "kind"))})
+		data = AppendEntry(nil, &EntryFields{Kind: strandpb.EntryKind(8 + rapid.Int32Range(0, 5).Draw(t, "kind"))})
 	}
 	if r := s.apply(data); !errors.Is(r.Err, ErrInvalidEntry) {
 		t.Fatalf("invalid entry gave %s", outcome(r))
@@ -286,10 +318,18 @@ func (s *machine) stepTrim(t *rapid.T) {
 	offset := rapid.Int64Range(-3, s.m.next+3).Draw(t, "offset")
 	// Producers last seen at 0..10 expire only at a trim a day later.
 	now := rapid.SampledFrom([]int64{0, 10, ProducerExpirationMs + 5, ProducerExpirationMs + 20}).Draw(t, "now")
+	before := s.p.Tier()
 	r := s.apply(EncodeTrimEntry(nil, now, 0, offset))
 	s.m.trim(offset, now)
 	if r.Err != nil || s.p.LogStartOffset() != s.m.logStart {
 		t.Fatalf("trim to %d: %+v, model log start %d", offset, r, s.m.logStart)
+	}
+	// An active manifest follows the trim and answers what left it.
+	if after, to := s.p.Tier(), min(offset, s.m.next); before.Active() && to > before.Start() {
+		if after.Start() != to || len(r.TierDropped)+len(after.Segments()) != len(before.Segments()) {
+			t.Fatalf("trim to %d: remote start %d, %d dropped + %d kept of %d", to, after.Start(),
+				len(r.TierDropped), len(after.Segments()), len(before.Segments()))
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/strandlog/strand/engine/recordbatch"
+	"github.com/strandlog/strand/engine/tier"
 	"github.com/strandlog/strand/proto/strandpb"
 )
 
@@ -42,6 +43,11 @@ type Result struct {
 	BaseOffset  int64
 	RecordCount int32
 	Duplicate   bool
+	// Tier is what a TIER_ADD did (tier.Added, Duplicate or Stale).
+	Tier tier.Outcome
+	// TierDropped lists the remote segments a TRIM took out of the
+	// manifest: the leader deletes their objects from the bucket.
+	TierDropped []tier.Segment
 }
 
 // BatchLocation says where the batch holding some offsets lives in the raft
@@ -116,6 +122,8 @@ type Partition struct {
 	// compaction is the compaction record (compaction.go): the last
 	// decision and the last reported pass.
 	compaction CompactionState
+	// tier is the manifest of remote segments (tiering.go).
+	tier tier.Manifest
 	// digests caches Digests' answer by its inputs (digest.go); not state.
 	digests digestMemo
 }
@@ -165,7 +173,7 @@ func (p *Partition) apply(index uint64, data []byte) Result {
 		return p.applyProduce(index, &e)
 	case strandpb.EntryKind_ENTRY_KIND_TRIM:
 		p.trim(e.TrimOffset, e.AppendTimeMs)
-		return Result{}
+		return Result{TierDropped: p.tier.Trim(min(e.TrimOffset, p.nextOffset))}
 	case strandpb.EntryKind_ENTRY_KIND_TXN_BEGIN:
 		return p.applyTxnBegin(&e)
 	case strandpb.EntryKind_ENTRY_KIND_TXN_MARKER:
@@ -174,6 +182,8 @@ func (p *Partition) apply(index uint64, data []byte) Result {
 		return p.applyCompact(&e)
 	case strandpb.EntryKind_ENTRY_KIND_COMPACT_DONE:
 		return p.applyCompactDone(&e)
+	case strandpb.EntryKind_ENTRY_KIND_TIER_ADD:
+		return p.applyTierAdd(&e)
 	default:
 		return Result{Err: fmt.Errorf("%w: unknown entry kind %d", ErrInvalidEntry, int32(e.Kind))}
 	}
@@ -273,7 +283,19 @@ func (p *Partition) trim(offset, nowMs int64) {
 	}
 	p.logStartOffset = offset
 	live := p.batches[p.head:]
-	p.drop(sort.Search(len(live), func(i int) bool { return live[i].endOffset() > offset }))
+	n := sort.Search(len(live), func(i int) bool { return live[i].endOffset() > offset })
+	if p.compaction.Decision.Generation != 0 {
+		// A compacted topic (compact,delete; delete-records): the batches
+		// stay indexed below the log start until this replica's own
+		// raft-log trim (Compacted, bounded by its own prefix) drops them,
+		// so a replica whose pass lags the record still finds its next
+		// pass's input (which drops them: engine/compact's rule 8). The
+		// digest leaves covered batches out and every replica keeps the
+		// others alike. Nothing below the log start is served (Locate
+		// refuses it).
+		n = 0
+	}
+	p.drop(n)
 }
 
 // evictProducers forgets the producers whose newest batch lies wholly below
@@ -403,6 +425,17 @@ func (p *Partition) AppendLocations(dst []BatchLocation, offset int64, maxBatche
 	i := sort.Search(len(live), func(i int) bool { return live[i].endOffset() > offset })
 	n := min(max(maxBatches, 1), len(live)-i)
 	return append(dst, live[i:i+n]...), nil
+}
+
+// AppendPassLocations is AppendLocations for a compaction pass's input:
+// from offset whatever the log start, as a compacted topic keeps the
+// batches no pass covers indexed below it (trim); an offset past the
+// high-water mark, or below the first indexed batch, finds none there.
+func (p *Partition) AppendPassLocations(dst []BatchLocation, offset int64, maxBatches int) []BatchLocation {
+	live := p.batches[p.head:]
+	i := sort.Search(len(live), func(i int) bool { return live[i].endOffset() > offset })
+	n := min(max(maxBatches, 1), len(live)-i)
+	return append(dst, live[i:i+n]...)
 }
 
 // OffsetForTimestamp returns the first offset of the first indexed batch

@@ -47,6 +47,10 @@ func outcome(r Result) string {
 		return "error " + r.Err.Error()
 	case r.Duplicate:
 		return fmt.Sprintf("duplicate base=%d count=%d", r.BaseOffset, r.RecordCount)
+	case r.Tier != 0:
+		return fmt.Sprintf("tier outcome %d", r.Tier)
+	case len(r.TierDropped) > 0:
+		return fmt.Sprintf("ok, %d remote segments dropped", len(r.TierDropped))
 	default:
 		return fmt.Sprintf("ok base=%d count=%d", r.BaseOffset, r.RecordCount)
 	}

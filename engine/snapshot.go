@@ -90,6 +90,7 @@ func (p *Partition) snapshotProto(version uint32) *strandpb.PartitionSnapshot {
 	}
 	p.txnsToProto(snap)
 	p.compactionToProto(snap)
+	p.tierToProto(snap)
 	return snap
 }
 
@@ -197,6 +198,9 @@ func restore(snap *strandpb.PartitionSnapshot, indexBase int64, index []BatchLoc
 		return nil, fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
 	}
 	if err := p.compactionFromProto(snap); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
+	}
+	if err := p.tierFromProto(snap); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
 	}
 	p.indexSum, p.producerSum, p.txnSum = p.digestSums()

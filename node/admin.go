@@ -296,9 +296,6 @@ func (c *Core) handleCreateTopics(req *strandpb.CreateTopicsRequest, answer func
 				configs[i] = metadata.ConfigEntry{Name: e.GetName(), Value: e.GetValue()}
 			}
 			data, err := metadata.EncodeCreateTopic(t.GetName(), partitions, rf, configs)
-			if err == nil {
-				err = c.gateCompaction(configs)
-			}
 			cmd.data, cmd.err = data, metaError(err)
 			if cmd.err == nil {
 				cmd.err = c.checkReplicationFactor(rf)

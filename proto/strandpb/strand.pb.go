@@ -46,6 +46,9 @@ const (
 	// A pass's outcome (cleaned-to offset and digest) as the replica that ran
 	// it reports; consumes no offset.
 	EntryKind_ENTRY_KIND_COMPACT_DONE EntryKind = 6
+	// Tiered storage (engine/tier): the leader uploaded the segment the
+	// tier_* fields name; consumes no offset.
+	EntryKind_ENTRY_KIND_TIER_ADD EntryKind = 7
 )
 
 // Enum value maps for EntryKind.
@@ -58,6 +61,7 @@ var (
 		4: "ENTRY_KIND_TXN_MARKER",
 		5: "ENTRY_KIND_COMPACT",
 		6: "ENTRY_KIND_COMPACT_DONE",
+		7: "ENTRY_KIND_TIER_ADD",
 	}
 	EntryKind_value = map[string]int32{
 		"ENTRY_KIND_UNSPECIFIED":  0,
@@ -67,6 +71,7 @@ var (
 		"ENTRY_KIND_TXN_MARKER":   4,
 		"ENTRY_KIND_COMPACT":      5,
 		"ENTRY_KIND_COMPACT_DONE": 6,
+		"ENTRY_KIND_TIER_ADD":     7,
 	}
 )
 
@@ -189,6 +194,15 @@ type Entry struct {
 	DeleteRetentionMs int64  `protobuf:"varint,13,opt,name=delete_retention_ms,json=deleteRetentionMs,proto3" json:"delete_retention_ms,omitempty"`
 	OffsetMapBytes    int64  `protobuf:"varint,14,opt,name=offset_map_bytes,json=offsetMapBytes,proto3" json:"offset_map_bytes,omitempty"`
 	CompactDigest     []byte `protobuf:"bytes,16,opt,name=compact_digest,json=compactDigest,proto3" json:"compact_digest,omitempty"`
+	// For ENTRY_KIND_TIER_ADD: the uploaded object's offsets [tier_base,
+	// tier_end), size, largest record timestamp, uploading leader's term
+	// (part of its key) and CRC32C.
+	TierBase      int64  `protobuf:"varint,17,opt,name=tier_base,json=tierBase,proto3" json:"tier_base,omitempty"`
+	TierEnd       int64  `protobuf:"varint,18,opt,name=tier_end,json=tierEnd,proto3" json:"tier_end,omitempty"`
+	TierBytes     int64  `protobuf:"varint,19,opt,name=tier_bytes,json=tierBytes,proto3" json:"tier_bytes,omitempty"`
+	TierMaxTimeMs int64  `protobuf:"varint,20,opt,name=tier_max_time_ms,json=tierMaxTimeMs,proto3" json:"tier_max_time_ms,omitempty"`
+	TierTerm      uint64 `protobuf:"varint,21,opt,name=tier_term,json=tierTerm,proto3" json:"tier_term,omitempty"`
+	TierCrc       uint32 `protobuf:"varint,22,opt,name=tier_crc,json=tierCrc,proto3" json:"tier_crc,omitempty"`
 	// For ENTRY_KIND_PRODUCE: a record batch in engine/recordbatch format,
 	// stored and served as is.
 	Batch         []byte `protobuf:"bytes,15,opt,name=batch,proto3" json:"batch,omitempty"`
@@ -329,6 +343,48 @@ func (x *Entry) GetCompactDigest() []byte {
 		return x.CompactDigest
 	}
 	return nil
+}
+
+func (x *Entry) GetTierBase() int64 {
+	if x != nil {
+		return x.TierBase
+	}
+	return 0
+}
+
+func (x *Entry) GetTierEnd() int64 {
+	if x != nil {
+		return x.TierEnd
+	}
+	return 0
+}
+
+func (x *Entry) GetTierBytes() int64 {
+	if x != nil {
+		return x.TierBytes
+	}
+	return 0
+}
+
+func (x *Entry) GetTierMaxTimeMs() int64 {
+	if x != nil {
+		return x.TierMaxTimeMs
+	}
+	return 0
+}
+
+func (x *Entry) GetTierTerm() uint64 {
+	if x != nil {
+		return x.TierTerm
+	}
+	return 0
+}
+
+func (x *Entry) GetTierCrc() uint32 {
+	if x != nil {
+		return x.TierCrc
+	}
+	return 0
 }
 
 func (x *Entry) GetBatch() []byte {
@@ -605,7 +661,10 @@ type PartitionSnapshot struct {
 	AbortedTxns  []*AbortedTxn           `protobuf:"bytes,45,rep,name=aborted_txns,json=abortedTxns,proto3" json:"aborted_txns,omitempty"`
 	// Compacted topics (engine/doc.go, "Compaction"): absent until a COMPACT
 	// entry applied.
-	Compaction    *CompactionState `protobuf:"bytes,46,opt,name=compaction,proto3" json:"compaction,omitempty"`
+	Compaction *CompactionState `protobuf:"bytes,46,opt,name=compaction,proto3" json:"compaction,omitempty"`
+	// Tiered storage (engine/doc.go, "Tiered storage"): absent until a
+	// TIER_ADD entry applied.
+	Tier          *TierState `protobuf:"bytes,47,opt,name=tier,proto3" json:"tier,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -727,6 +786,13 @@ func (x *PartitionSnapshot) GetAbortedTxns() []*AbortedTxn {
 func (x *PartitionSnapshot) GetCompaction() *CompactionState {
 	if x != nil {
 		return x.Compaction
+	}
+	return nil
+}
+
+func (x *PartitionSnapshot) GetTier() *TierState {
+	if x != nil {
+		return x.Tier
 	}
 	return nil
 }
@@ -1243,7 +1309,7 @@ var File_strand_proto protoreflect.FileDescriptor
 
 const file_strand_proto_rawDesc = "" +
 	"\n" +
-	"\fstrand.proto\x12\x06strand\x1a\rtxnpart.proto\x1a\x11compactpart.proto\"\xdb\x04\n" +
+	"\fstrand.proto\x12\x06strand\x1a\rtxnpart.proto\x1a\x11compactpart.proto\x1a\x0etierpart.proto\"\x93\x06\n" +
 	"\x05Entry\x12%\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x11.strand.EntryKindR\x04kind\x12$\n" +
 	"\x0eappend_time_ms\x18\x02 \x01(\x03R\fappendTimeMs\x12\x1f\n" +
@@ -1263,7 +1329,14 @@ const file_strand_proto_rawDesc = "" +
 	"\x0ecompact_offset\x18\f \x01(\x03R\rcompactOffset\x12.\n" +
 	"\x13delete_retention_ms\x18\r \x01(\x03R\x11deleteRetentionMs\x12(\n" +
 	"\x10offset_map_bytes\x18\x0e \x01(\x03R\x0eoffsetMapBytes\x12%\n" +
-	"\x0ecompact_digest\x18\x10 \x01(\fR\rcompactDigest\x12\x14\n" +
+	"\x0ecompact_digest\x18\x10 \x01(\fR\rcompactDigest\x12\x1b\n" +
+	"\ttier_base\x18\x11 \x01(\x03R\btierBase\x12\x19\n" +
+	"\btier_end\x18\x12 \x01(\x03R\atierEnd\x12\x1d\n" +
+	"\n" +
+	"tier_bytes\x18\x13 \x01(\x03R\ttierBytes\x12'\n" +
+	"\x10tier_max_time_ms\x18\x14 \x01(\x03R\rtierMaxTimeMs\x12\x1b\n" +
+	"\ttier_term\x18\x15 \x01(\x04R\btierTerm\x12\x19\n" +
+	"\btier_crc\x18\x16 \x01(\rR\atierCrc\x12\x14\n" +
 	"\x05batch\x18\x0f \x01(\fR\x05batch\"\xc2\x01\n" +
 	"\rBatchLocation\x12\x1f\n" +
 	"\vbase_offset\x18\x01 \x01(\x03R\n" +
@@ -1286,7 +1359,7 @@ const file_strand_proto_rawDesc = "" +
 	"\rbase_sequence\x18\x01 \x01(\x05R\fbaseSequence\x12!\n" +
 	"\frecord_count\x18\x02 \x01(\x05R\vrecordCount\x12\x1f\n" +
 	"\vbase_offset\x18\x03 \x01(\x03R\n" +
-	"baseOffset\"\xce\x04\n" +
+	"baseOffset\"\xf5\x04\n" +
 	"\x11PartitionSnapshot\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1f\n" +
@@ -1304,7 +1377,8 @@ const file_strand_proto_rawDesc = "" +
 	"\faborted_txns\x18- \x03(\v2\x12.strand.AbortedTxnR\vabortedTxns\x127\n" +
 	"\n" +
 	"compaction\x18. \x01(\v2\x17.strand.CompactionStateR\n" +
-	"compaction\"[\n" +
+	"compaction\x12%\n" +
+	"\x04tier\x18/ \x01(\v2\x11.strand.TierStateR\x04tier\"[\n" +
 	"\vRaftMessage\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +
@@ -1350,7 +1424,7 @@ const file_strand_proto_rawDesc = "" +
 	"\x05state\x18\x03 \x01(\x0e2\x13.strand.RejoinStateR\x05state\x12\x12\n" +
 	"\x04term\x18\x04 \x01(\x04R\x04term\x12\x1d\n" +
 	"\n" +
-	"last_index\x18\x05 \x01(\x04R\tlastIndex*\xbe\x01\n" +
+	"last_index\x18\x05 \x01(\x04R\tlastIndex*\xd7\x01\n" +
 	"\tEntryKind\x12\x1a\n" +
 	"\x16ENTRY_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12ENTRY_KIND_PRODUCE\x10\x01\x12\x13\n" +
@@ -1358,7 +1432,8 @@ const file_strand_proto_rawDesc = "" +
 	"\x14ENTRY_KIND_TXN_BEGIN\x10\x03\x12\x19\n" +
 	"\x15ENTRY_KIND_TXN_MARKER\x10\x04\x12\x16\n" +
 	"\x12ENTRY_KIND_COMPACT\x10\x05\x12\x1b\n" +
-	"\x17ENTRY_KIND_COMPACT_DONE\x10\x06*z\n" +
+	"\x17ENTRY_KIND_COMPACT_DONE\x10\x06\x12\x17\n" +
+	"\x13ENTRY_KIND_TIER_ADD\x10\a*z\n" +
 	"\vRejoinState\x12\x1c\n" +
 	"\x18REJOIN_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14REJOIN_STATE_TRUSTED\x10\x01\x12\x1b\n" +
@@ -1396,6 +1471,7 @@ var file_strand_proto_goTypes = []any{
 	(*TxnPartitionProducer)(nil), // 13: strand.TxnPartitionProducer
 	(*AbortedTxn)(nil),           // 14: strand.AbortedTxn
 	(*CompactionState)(nil),      // 15: strand.CompactionState
+	(*TierState)(nil),            // 16: strand.TierState
 }
 var file_strand_proto_depIdxs = []int32{
 	0,  // 0: strand.Entry.kind:type_name -> strand.EntryKind
@@ -1405,17 +1481,18 @@ var file_strand_proto_depIdxs = []int32{
 	13, // 4: strand.PartitionSnapshot.txn_producers:type_name -> strand.TxnPartitionProducer
 	14, // 5: strand.PartitionSnapshot.aborted_txns:type_name -> strand.AbortedTxn
 	15, // 6: strand.PartitionSnapshot.compaction:type_name -> strand.CompactionState
-	7,  // 7: strand.RaftFrame.messages:type_name -> strand.RaftMessage
-	11, // 8: strand.RaftFrame.rejoin_probes:type_name -> strand.RejoinProbe
-	12, // 9: strand.RaftFrame.rejoin_answers:type_name -> strand.RejoinAnswer
-	9,  // 10: strand.RaftFrame.prefix_requests:type_name -> strand.PrefixRequest
-	10, // 11: strand.RaftFrame.prefix_chunks:type_name -> strand.PrefixChunk
-	1,  // 12: strand.RejoinAnswer.state:type_name -> strand.RejoinState
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	16, // 7: strand.PartitionSnapshot.tier:type_name -> strand.TierState
+	7,  // 8: strand.RaftFrame.messages:type_name -> strand.RaftMessage
+	11, // 9: strand.RaftFrame.rejoin_probes:type_name -> strand.RejoinProbe
+	12, // 10: strand.RaftFrame.rejoin_answers:type_name -> strand.RejoinAnswer
+	9,  // 11: strand.RaftFrame.prefix_requests:type_name -> strand.PrefixRequest
+	10, // 12: strand.RaftFrame.prefix_chunks:type_name -> strand.PrefixChunk
+	1,  // 13: strand.RejoinAnswer.state:type_name -> strand.RejoinState
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_strand_proto_init() }
@@ -1425,6 +1502,7 @@ func file_strand_proto_init() {
 	}
 	file_txnpart_proto_init()
 	file_compactpart_proto_init()
+	file_tierpart_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -1,0 +1,117 @@
+// Package tier is tiered storage's pure half (issue 27, R7): the replicated
+// manifest of a partition's segments in object storage and the rules that
+// decide what to upload, what local data may go and where an offset lives;
+// and the format of an uploaded segment object. No I/O, clock, goroutine or
+// randomness: the node reads the log, uploads through an objstore.Store off
+// its loop, proposes what it uploaded, and applies the manifest's answers.
+//
+// # What is replicated
+//
+// The manifest is part of the partition's replicated state (Redpanda's
+// archival metadata; KIP-405 keeps it in a separate topic): an upload
+// counts only once an ADD command naming it is committed in the
+// partition's raft group, so every replica and every future leader knows
+// exactly which records are remote, and a local segment is deleted only
+// when the manifest covers it.
+//
+//   - Segment{Base, End, Bytes, MaxTimeMs, Term, CRC}: the object holding
+//     the records [Base, End), uploaded by the leader of raft term Term.
+//   - Start: the remote log start; offsets below it are gone from both
+//     tiers (it follows the partition's log start: retention, delete-records).
+//
+// Invariants (Check; the rapid model test drives random commands against
+// them): segments sorted, each non-empty, contiguous (s[i].End ==
+// s[i+1].Base), the first holding Start unless the manifest is empty.
+//
+// # Commands
+//
+//   - Add(seg): the first segment ever added starts the remote log at its
+//     Base (the leader uploads from its log start); after it, a segment is
+//     accepted when it extends the remote log without a gap or an overlap:
+//     Base ≤ Next < End and Base ≥ the last listed segment's End. An exact
+//     copy of a listed segment is Duplicate (a retried proposal); anything
+//     else is Stale (an upload that lost a race with another leader's, or
+//     that retention overtook), and its object is the uploader's to delete.
+//   - Trim(start): a replicated TRIM moved the log start to start; the
+//     remote start follows, and the segments wholly below it leave the
+//     manifest and are answered, for the leader to delete from the bucket
+//     after the command commits. An inactive manifest (nothing ever added)
+//     ignores trims, so a partition without tiering keeps the state, the
+//     snapshot and the digest it had before tiering existed.
+//
+// # Decisions
+//
+//   - NextUpload: the next range to upload, from want to the end of the
+//     first sealed local segment past it, only when that segment's records
+//     are all stable (below the high-water mark and the last stable offset:
+//     an open transaction's records are not uploaded, as in Kafka).
+//   - LocalRemote: the offsets [Start, Next) that are remote: local
+//     retention deletes a local segment only if its records all lie there
+//     or below the partition's replicated log start, never a record the
+//     manifest does not cover (a first upload that began above the log
+//     start leaves the records below it to ordinary retention).
+//   - Locate: the segment holding an offset, for a remote read.
+//   - Orphans: objects under the partition's prefix the manifest does not
+//     reference and never will: ending at or below Next (trimmed away or
+//     covered by another upload), overlapping the last listed segment, or
+//     uploaded in an older term (asked only by a leader that has applied an
+//     entry of its own term, so no older term's ADD can still commit).
+//
+// # Object keys
+//
+// <prefix>/<base:20 digits>-<end:20 digits>-<term>.seg, prefix being the
+// partition's (topics/<topic id>/<partition>): names sort by offset, and
+// the term keeps two leaders' uploads of the same range apart, so a stale
+// uploader never overwrites an object the manifest references.
+//
+// # Object format
+//
+// A segment object is its frames, then an index, then a 32-byte footer;
+// little-endian, CRC32C, as Strand's other formats:
+//
+//	frame:  0 length u32 (bytes after this field) · 4 crc u32 (CRC32C of [8, end))
+//	        8 base_offset i64 · 16 append_time_ms i64 · 24 producer_id i64
+//	        32 producer_epoch i32 · 36 base_sequence i32 · 40 flags u8
+//	        (1 transactional, 2 marker, 4 commit) · 41 coordinator_epoch i32
+//	        45 next_offset i64 (the offset after the frame) · 53 max_time_ms i64
+//	        61 batch bytes as stored (none for a marker)
+//	index:  per frame: base_offset i64 · position u64 · max_time_ms i64
+//	footer: 0 magic "STRT" · 4 version u32 (1) · 8 frames u32 · 12 reserved u32 (0)
+//	        16 index_pos u64 · 24 crc u32 (CRC32C of the index and footer [0, 24)) · 28 reserved u32 (0)
+//
+// A reader fetches the footer, then the index (both small: 24 bytes a
+// batch), then the frames it needs by range; every frame checks its own
+// CRC, so a range read never needs the whole object. Decoding is canonical
+// and fuzzed (FuzzDecodeFrame, FuzzDecodeIndex): a truncated or altered
+// object is ErrCorrupt naming what is wrong, never a panic or a wrong batch.
+//
+// # Next: node integration (not built)
+//
+// In the order to build them, each in the simulator from its first commit (the simulator keeps
+// one objstore/memstore bucket across node restarts, its faults drawn from the seed):
+//
+//  1. Topic settings remote.storage.enable, local.retention.ms, local.retention.bytes (KIP-405's
+//     names; refused: a local retention above the total, remote storage on a compacted topic,
+//     remote storage with no store configured), node flags for the store (--tier-dir for a
+//     dirstore, --s3-endpoint/--s3-bucket/credentials for s3store; Open fails at start with
+//     its message), objstore.Store in node.Config.
+//  2. Uploads: at each retention check the leader of a tiered partition asks NextUpload over its
+//     sealed raft segments (as offsets, through the engine's index) and the stable offset; a
+//     storage job reads the range's entries (the cold-read path), turns each into a Batch,
+//     EncodeObject, Put under SegmentKey(prefix, seg with the leader's term), and its
+//     completion proposes EncodeTierAddEntry. Stale → delete the object; an error → retry with
+//     backoff; one upload in flight per partition, a byte budget per node.
+//  3. Deletion: a TRIM's Result.TierDropped and, on a leader that applied an entry of its term,
+//     a periodic List of the partition's prefix deleting what Orphan names.
+//  4. A replicated log start for tiered partitions (Compacted moves the local one) and local
+//     retention: the raft log may drop entries whose records lie in LocalRemote and beyond
+//     local.retention.*, like compaction's RaftTrimBound; the index then starts above the log
+//     start, as on a compacted partition.
+//  5. Remote reads: a fetch below the local index start and at or past the log start reads the
+//     segment Locate names by ranges (footer, index, frames; a bounded cache of indexes) in a
+//     storage job, and answers the same bytes, offsets and errors as a local read.
+//  6. Checks: every listed segment's object decodes to the batches the partition held at those
+//     offsets (the simulator knows them); nothing deleted locally before it is listed; a fetch
+//     answers the same from either tier; planted bugs (delete before the ADD commits, an ADD
+//     not replicated, a remote read off by one batch).
+package tier

@@ -1,0 +1,109 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/strandlog/strand/engine/tier"
+	"github.com/strandlog/strand/proto/strandpb"
+)
+
+// The partition side of tiered storage (doc.go, "Tiered storage"): the
+// manifest of uploaded segments, changed only by TIER_ADD entries and by
+// TRIMs once active. Uploads, reads and deletions in the bucket are the
+// node's; the engine records what every replica must agree on.
+
+// Tier returns the partition's manifest of remote segments (inactive
+// until a TIER_ADD applied): a copy, sharing no memory with the partition.
+func (p *Partition) Tier() tier.Manifest { return p.tier.Clone() }
+
+// EncodeTierAddEntry appends the Data of a TIER_ADD entry to dst: the
+// leader uploaded seg.
+func EncodeTierAddEntry(dst []byte, appendTimeMs int64, proposalID uint64, seg tier.Segment) []byte {
+	return AppendEntry(dst, &EntryFields{
+		Kind:          strandpb.EntryKind_ENTRY_KIND_TIER_ADD,
+		AppendTimeMs:  appendTimeMs,
+		ProposalID:    proposalID,
+		TierBase:      seg.Base,
+		TierEnd:       seg.End,
+		TierBytes:     seg.Bytes,
+		TierMaxTimeMs: seg.MaxTimeMs,
+		TierTerm:      seg.Term,
+		TierCRC:       seg.CRC,
+	})
+}
+
+// applyTierAdd applies a TIER_ADD entry: tier.Manifest.Add's rules, and a
+// segment must end at or below the last stable offset (the leader uploads
+// only stable records; a transaction opened since its proposal starts at
+// or past the high-water mark then, so an honest upload always passes).
+// Result.Tier says whether it was added, a duplicate, or stale.
+func (p *Partition) applyTierAdd(e *EntryFields) Result {
+	seg := tier.Segment{Base: e.TierBase, End: e.TierEnd, Bytes: e.TierBytes, MaxTimeMs: e.TierMaxTimeMs, Term: e.TierTerm, CRC: e.TierCRC}
+	if lso := p.LastStableOffset(); seg.End > lso {
+		return Result{Err: fmt.Errorf("%w: uploaded segment [%d, %d) past the last stable offset %d", ErrInvalidEntry, seg.Base, seg.End, lso)}
+	}
+	out, err := p.tier.Add(seg)
+	if err != nil {
+		return Result{Err: fmt.Errorf("%w: %w", ErrInvalidEntry, err)}
+	}
+	return Result{Tier: out}
+}
+
+// tierToProto records an active manifest in the snapshot.
+func (p *Partition) tierToProto(snap *strandpb.PartitionSnapshot) {
+	if !p.tier.Active() {
+		return
+	}
+	segs := p.tier.Segments()
+	st := &strandpb.TierState{Start: p.tier.Start(), Segments: make([]*strandpb.TierSegment, len(segs))}
+	for i, s := range segs {
+		st.Segments[i] = &strandpb.TierSegment{Base: s.Base, End: s.End, Bytes: s.Bytes, MaxTimeMs: s.MaxTimeMs, Term: s.Term, Crc: s.CRC}
+	}
+	snap.Tier = st
+}
+
+// tierFromProto restores the manifest, checking its invariants.
+func (p *Partition) tierFromProto(snap *strandpb.PartitionSnapshot) error {
+	st := snap.GetTier()
+	if st == nil {
+		return nil
+	}
+	segs := make([]tier.Segment, len(st.GetSegments()))
+	for i, s := range st.GetSegments() {
+		segs[i] = tier.Segment{Base: s.GetBase(), End: s.GetEnd(), Bytes: s.GetBytes(), MaxTimeMs: s.GetMaxTimeMs(), Term: s.GetTerm(), CRC: s.GetCrc()}
+	}
+	m, err := tier.Restore(segs, st.GetStart())
+	if err != nil {
+		return err
+	}
+	p.tier = m
+	return nil
+}
+
+// checkTier verifies the manifest against the partition: its own
+// invariants, and nothing remote past the high-water mark.
+func (p *Partition) checkTier() error {
+	if err := p.tier.Check(); err != nil {
+		return err
+	}
+	if next := p.tier.Next(); p.tier.Active() && next > p.nextOffset {
+		return fmt.Errorf("remote log ends at %d, past the high-water mark %d", next, p.nextOffset)
+	}
+	return nil
+}
+
+// digestTagTier keeps the manifest's part of a digest apart.
+const digestTagTier uint64 = 0x54696572 // "Tier"
+
+// chainTier folds an active manifest into h; an inactive one leaves h
+// alone, so a partition that never tiered keeps its digest.
+func (p *Partition) chainTier(h uint64) uint64 {
+	if !p.tier.Active() {
+		return h
+	}
+	h = digestChain(h^digestTagTier, uint64(p.tier.Start()))
+	for _, s := range p.tier.Segments() {
+		h = digestChain(h, uint64(s.Base), uint64(s.End), uint64(s.Bytes), uint64(s.MaxTimeMs), s.Term, uint64(s.CRC))
+	}
+	return h
+}
