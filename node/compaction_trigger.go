@@ -28,9 +28,10 @@ const (
 
 // maybeProposeCompact proposes the next COMPACT when g leads, its topic
 // compacts (or did: dropPass), none of ours is in flight and decideCompaction finds a pass
-// due.
+// due. The coordinators' topics compact too (their records are keyed:
+// groupsvc/doc.go); one written before keys keeps its delete policy.
 func (c *Core) maybeProposeCompact(g *group) {
-	if !g.ret.configKnown || isCoordinatorTopic(g.tp.Topic) {
+	if !g.ret.configKnown {
 		return
 	}
 	if !g.ret.config.CleanupPolicy.Compacts() && g.part.Compaction().Decision.Generation == 0 {

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/engine/compact"
 	"github.com/strandlog/strand/proto/strandpb"
@@ -151,6 +153,11 @@ type Config struct {
 	PrefixChunkBytes int
 	// Observer, when set, sees every entry a replica applies.
 	Observer ApplyObserver
+	// CoordinatorRestored, when set, sees the state of every fresh group
+	// or transaction coordinator once its first catch-up reached next (and
+	// of a throwaway one the leader restores each sweep), so the simulator
+	// can compare it with a replay of the partition's whole history.
+	CoordinatorRestored CoordinatorObserver
 	// Groups configures the consumer-group coordinators (groups.go).
 	Groups GroupsConfig
 	// Txn configures the transaction coordinators (txn.go).
@@ -364,6 +371,13 @@ type GroupStatus struct {
 // the same entry. topicID tells incarnations of one topic name apart (as
 // GroupStatus.TopicID). data must not be retained or modified.
 type ApplyObserver func(tp TopicPartition, topicID, index, term uint64, data []byte)
+
+// CoordinatorObserver, when set in Config, sees a group coordinator's
+// (snap a *strandpb.GroupsSnapshot) or a transaction coordinator's (a
+// *strandpb.TxnSnapshot) state as of next (the offset after the last record applied) when its
+// first catch-up in its term completes: the restore of a snapshot and the
+// replay after it. snap must not be retained past the call or modified.
+type CoordinatorObserver func(tp TopicPartition, topicID uint64, next int64, snap proto.Message)
 
 // Core is one node's state. It is not safe for concurrent use: one goroutine
 // (the runtime's loop or the simulator) calls every method, and callbacks

@@ -450,7 +450,9 @@
 // reads the new records in offset order into its groups.State and answers the request whose id it
 // meets; commands are validated at apply, so everything is linearizable and survives failover. A
 // new leader starts from the newest GroupsSnapshot record (written every SnapshotEvery = 1000
-// commands; it reads back at most four intervals), else from the log start: that view (catch-up,
+// commands; it reads back at most four intervals), else from the log start. The topic is
+// cleanup.policy=compact: commands are keyed, a snapshot's batch tombstones the commands below it
+// (groupsvc's doc, "A compacted log"; offsetsTopicConfig). That view (catch-up,
 // snapshot restore, apply, the waits) is package node/groupsvc's Coordinator, reading the replica
 // through coordinatorLog; so are the request handlers (groupsvc.Service over groupHost) and the
 // members' liveness sweep; finding coordinators, proposing and FindCoordinator stay
@@ -472,7 +474,7 @@
 // # Transaction coordinators (txn*.go; package node/txnsvc)
 //
 // engine/txn is hosted exactly as groups are: __strand_transactions is created on first use
-// (Config.Txn.Partitions, default 8; RF min(3, nodes); retention off, produce and CreatePartitions
+// (Config.Txn.Partitions, default 8; RF min(3, nodes); compacted as __strand_offsets, retention off, produce and CreatePartitions
 // refused as for __strand_offsets: isCoordinatorTopic); a transactional id maps to FNV-1a(id) mod
 // partitions and the leader of that partition is its coordinator (FindCoordinator with
 // transactional_id). Every write is a TxnCommand record at acks=all, applied by the leader when read

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -37,6 +38,10 @@ type GroupsConfig struct {
 	// log every this many commands (default 1000), so a new coordinator
 	// replays only what follows the newest one.
 	SnapshotEvery int
+	// OffsetsTopicConfig are topic configs __strand_offsets is created
+	// with beyond its own (offsetsTopicConfig: compact, never trimmed):
+	// segment.bytes, segment.ms, min.cleanable.dirty.ratio and the like.
+	OffsetsTopicConfig []metadata.ConfigEntry
 	// RebalanceTimeout: a member asked to revoke partitions that still
 	// holds them this long is removed, so one stuck member cannot hold a
 	// partition back from the group forever (default 5 min, Kafka's
@@ -134,16 +139,47 @@ func (c *Core) offsetsTopic() (metadata.Topic, bool) {
 		return metadata.Topic{}, false
 	}
 	rf := int32(max(1, min(replicationFactorDefault, c.clusterSize())))
-	// The coordinators' state is the log itself: retention must never
-	// delete it (a new coordinator replays it), whatever the defaults.
-	keep := []metadata.ConfigEntry{{Name: metadata.ConfigRetentionMs, Value: "-1"}, {Name: metadata.ConfigRetentionBytes, Value: "-1"}}
-	data, err := metadata.EncodeCreateTopic(OffsetsTopic, c.groupsConfig().OffsetsPartitions, rf, keep)
+	data, err := metadata.EncodeCreateTopic(OffsetsTopic, c.groupsConfig().OffsetsPartitions, rf, coordinatorTopicConfig(c.cfg.Groups.OffsetsTopicConfig))
 	if err != nil {
 		panic(fmt.Sprintf("node: encode the create of %s: %v", OffsetsTopic, err))
 	}
 	c.coord.creating = true
 	c.proposeMeta(data, uint64(c.cfg.RequestTimeoutTicks), func(metadata.Result, error) { c.coord.creating = false })
 	return metadata.Topic{}, false
+}
+
+// coordinatorTopicConfig is what __strand_offsets and __strand_transactions
+// are created with: compacted (groupsvc/doc.go, "A compacted log"), its tombstones gone at the pass
+// after the one that sees them (no restore reads one), segments of 16 MiB
+// or an hour (so the head a pass cannot clean stays small), never trimmed by
+// retention (the coordinators' state is the log itself, whatever the
+// defaults), then extra (GroupsConfig.OffsetsTopicConfig,
+// TxnConfig.TopicConfig), which may override any but the policy and
+// retention.
+func coordinatorTopicConfig(extra []metadata.ConfigEntry) []metadata.ConfigEntry {
+	cfg := []metadata.ConfigEntry{
+		{Name: metadata.ConfigCleanupPolicy, Value: "compact"},
+		{Name: metadata.ConfigDeleteRetentionMs, Value: "0"},
+		// A pass never cleans the active segment: these bound the
+		// uncleaned head (Kafka's offsets.topic.segment.bytes is 100 MiB,
+		// which 100,000 commits never fill, so nothing would compact).
+		{Name: metadata.ConfigSegmentBytes, Value: "16777216"},
+		{Name: metadata.ConfigSegmentMs, Value: "3600000"},
+		{Name: metadata.ConfigRetentionMs, Value: "-1"},
+		{Name: metadata.ConfigRetentionBytes, Value: "-1"},
+	}
+	for _, e := range extra {
+		switch e.Name {
+		case metadata.ConfigCleanupPolicy, metadata.ConfigRetentionMs, metadata.ConfigRetentionBytes:
+			continue
+		}
+		if i := slices.IndexFunc(cfg, func(c metadata.ConfigEntry) bool { return c.Name == e.Name }); i >= 0 {
+			cfg[i] = e
+		} else {
+			cfg = append(cfg, e)
+		}
+	}
+	return cfg
 }
 
 // coordinatorOf returns the replica and coordinator of group, if this
@@ -189,8 +225,16 @@ func (c *Core) coordinatorFor(g *group) (*groupsvc.Coordinator, error) {
 
 // catchUp brings co up to g's high-water mark (groupsvc.Coordinator.CatchUp
 // over coordinatorLog).
+// A fresh coordinator's state is shown to Config.CoordinatorRestored.
 func (c *Core) catchUp(g *group, co *groupsvc.Coordinator) error {
-	return co.CatchUp(coordinatorLog{c, g}, c.groupsConfig().SnapshotEvery)
+	fresh := co.Fresh
+	if err := co.CatchUp(coordinatorLog{c: c, g: g}, c.groupsConfig().SnapshotEvery); err != nil {
+		return err
+	}
+	if fresh && c.cfg.CoordinatorRestored != nil {
+		c.cfg.CoordinatorRestored(g.tp, g.topicID, co.Next, co.State.Snapshot(co.Next))
+	}
+	return nil
 }
 
 // coordinatorLog is a coordinator's read of its replica g of
@@ -198,13 +242,22 @@ func (c *Core) catchUp(g *group, co *groupsvc.Coordinator) error {
 type coordinatorLog struct {
 	c *Core
 	g *group
+	// probe: a checker's throwaway restore (probeRestore), which must not
+	// spend the fetch read budget clients' fetches are served from.
+	probe bool
 }
 
 func (l coordinatorLog) LogStartOffset() int64 { return l.g.part.LogStartOffset() }
 func (l coordinatorLog) HighWatermark() int64  { return l.g.part.HighWatermark() }
 
 func (l coordinatorLog) Read(offset int64, maxBytes int32) ([]groupsvc.Batch, error) {
-	res := l.c.read(l.g, FetchRequest{TopicPartition: l.g.tp, Offset: offset, MaxBytes: maxBytes})
+	req := FetchRequest{TopicPartition: l.g.tp, Offset: offset, MaxBytes: maxBytes}
+	var res FetchResult
+	if l.probe {
+		res = l.c.readNow(l.g, req, nil)
+	} else {
+		res = l.c.read(l.g, req)
+	}
 	if res.Err != nil {
 		return nil, res.Err
 	}
@@ -238,7 +291,7 @@ func (c *Core) proposeGroup(g *group, co *groupsvc.Coordinator, cmd *strandpb.Gr
 	if err != nil {
 		panic(fmt.Sprintf("node: marshal a group command: %v", err))
 	}
-	batch, err := recordbatch.Encode(nil, []recordbatch.Record{{TimestampMs: now, Value: value}})
+	batch, err := recordbatch.Encode(nil, co.Records(cmd, value, now))
 	if err != nil {
 		done(groupsvc.Applied{Err: fmt.Errorf("%w: %w", ErrInvalidRequest, err)})
 		return

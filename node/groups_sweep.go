@@ -48,7 +48,22 @@ func (c *Core) sweepGroups() {
 			g.logs.log(slog.LevelWarn, "group coordinator cannot read its log", slog.Any("err", err))
 			continue
 		}
+		c.probeRestore(g, co)
 		c.sweepCoordinator(g, co)
+	}
+}
+
+// probeRestore, when Config.CoordinatorRestored is set (the simulator),
+// restores a throwaway coordinator from g's log as a new leader would and
+// shows its state, so the restore from the compacted log is checked every
+// sweep, not only at failovers. It reads as a coordinator does.
+func (c *Core) probeRestore(g *group, co *groupsvc.Coordinator) {
+	if c.cfg.CoordinatorRestored == nil {
+		return
+	}
+	probe := groupsvc.New(co.Term, g.topicID, g.part.LogStartOffset())
+	if probe.CatchUp(coordinatorLog{c: c, g: g, probe: true}, c.groupsConfig().SnapshotEvery) == nil {
+		c.cfg.CoordinatorRestored(g.tp, g.topicID, probe.Next, probe.State.Snapshot(probe.Next))
 	}
 }
 
@@ -63,7 +78,7 @@ func (c *Core) sweepCoordinator(g *group, co *groupsvc.Coordinator) {
 		Rebalance: uint64(max(1, cfg.RebalanceTimeout/c.cfg.TickDuration)),
 		NowMs:     c.cfg.Clock.Realtime().UnixMilli(), OffsetsRetentionMs: cfg.OffsetsRetention.Milliseconds(),
 	})
-	if co.SinceSnapshot >= cfg.SnapshotEvery {
+	if co.SnapshotDue(cfg.SnapshotEvery) {
 		p.Propose("\x00snapshot", &strandpb.GroupCommand{Body: &strandpb.GroupCommand_Snapshot{Snapshot: co.State.Snapshot(co.Next)}})
 	}
 	if expireEmpty {

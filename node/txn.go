@@ -35,6 +35,10 @@ type TxnConfig struct {
 	// ProducerIDBlock is how many producer ids a coordinator takes from
 	// the metadata group at a time (default 1000).
 	ProducerIDBlock int32
+	// TopicConfig are topic configs __strand_transactions is created
+	// with beyond its own (coordinatorTopicConfig: compact, never
+	// trimmed), as GroupsConfig.OffsetsTopicConfig.
+	TopicConfig []metadata.ConfigEntry
 	// Markers writes the commit and abort markers of decided transactions
 	// (txn_markers.go). nil: the node opens and decides no transaction
 	// (AddPartitionsToTxn, AddOffsetsToTxn and EndTxn are refused
@@ -112,10 +116,7 @@ func (c *Core) transactionsTopic() (metadata.Topic, bool) {
 		return metadata.Topic{}, false
 	}
 	rf := int32(max(1, min(replicationFactorDefault, c.clusterSize())))
-	// The coordinators' state is the log itself: retention must never
-	// delete it (a new coordinator replays it).
-	keep := []metadata.ConfigEntry{{Name: metadata.ConfigRetentionMs, Value: "-1"}, {Name: metadata.ConfigRetentionBytes, Value: "-1"}}
-	data, err := metadata.EncodeCreateTopic(TransactionsTopic, c.txnConfig().Partitions, rf, keep)
+	data, err := metadata.EncodeCreateTopic(TransactionsTopic, c.txnConfig().Partitions, rf, coordinatorTopicConfig(c.cfg.Txn.TopicConfig))
 	if err != nil {
 		panic(fmt.Sprintf("node: encode the create of %s: %v", TransactionsTopic, err))
 	}
@@ -169,8 +170,27 @@ func (c *Core) txnCoordinatorFor(g *group) (*txnsvc.Coordinator, error) {
 
 // txnCatchUp brings co up to g's high-water mark (txnsvc.Coordinator.CatchUp
 // over coordinatorLog).
+// A fresh coordinator's state is shown to Config.CoordinatorRestored.
 func (c *Core) txnCatchUp(g *group, co *txnsvc.Coordinator) error {
-	return co.CatchUp(coordinatorLog{c, g}, c.txnConfig().SnapshotEvery)
+	fresh := co.Fresh
+	if err := co.CatchUp(coordinatorLog{c: c, g: g}, c.txnConfig().SnapshotEvery); err != nil {
+		return err
+	}
+	if fresh && c.cfg.CoordinatorRestored != nil {
+		c.cfg.CoordinatorRestored(g.tp, g.topicID, co.Next, co.State.Snapshot(co.Next))
+	}
+	return nil
+}
+
+// probeTxnRestore is probeRestore for a transaction coordinator.
+func (c *Core) probeTxnRestore(g *group, co *txnsvc.Coordinator) {
+	if c.cfg.CoordinatorRestored == nil {
+		return
+	}
+	probe := txnsvc.New(co.Term, g.topicID, g.part.LogStartOffset(), c.ticks)
+	if probe.CatchUp(coordinatorLog{c: c, g: g, probe: true}, c.txnConfig().SnapshotEvery) == nil {
+		c.cfg.CoordinatorRestored(g.tp, g.topicID, probe.Next, probe.State.Snapshot(probe.Next))
+	}
 }
 
 // proposeTxn appends cmd to g's log and calls done with its outcome once
@@ -187,7 +207,7 @@ func (c *Core) proposeTxn(g *group, co *txnsvc.Coordinator, cmd *strandpb.TxnCom
 	if err != nil {
 		panic(fmt.Sprintf("node: marshal a transaction command: %v", err))
 	}
-	batch, err := recordbatch.Encode(nil, []recordbatch.Record{{TimestampMs: now, Value: value}})
+	batch, err := recordbatch.Encode(nil, co.Records(cmd, value, now))
 	if err != nil {
 		done(txnsvc.Applied{Err: fmt.Errorf("%w: %w", ErrInvalidRequest, err)})
 		return

@@ -53,6 +53,7 @@ func (c *Core) sweepTxn() {
 			g.logs.log(slog.LevelWarn, "transaction coordinator cannot read its log", slog.Any("err", err))
 			continue
 		}
+		c.probeTxnRestore(g, co)
 		c.sweepTxnCoordinator(g, co)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/strandlog/strand/engine/txn"
 	"github.com/strandlog/strand/kafkaproto"
 	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/node/groupsvc"
 	"github.com/strandlog/strand/node/loop"
 	"github.com/strandlog/strand/proto/frame"
 	"github.com/strandlog/strand/raftlog/compacted"
@@ -29,7 +30,8 @@ var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "
 
 // GroupBugNames are the consumer-group coordinator's planted bugs
 // (engine/groups): they need the group workload (Options.GroupMembers).
-var GroupBugNames = []string{"GroupAssignBeforeRevoke", "GroupCommitSkipsEpoch", "GroupClassicForgotten"}
+var GroupBugNames = []string{"GroupAssignBeforeRevoke", "GroupCommitSkipsEpoch", "GroupClassicForgotten",
+	"OffsetsRestoreSkipsTail", "OffsetsTombstoneInFlight"}
 
 // ClientBugNames are clientlib's planted bugs: the group workload's
 // clientlib members (wire_libgroup.go) and the plain consumers
@@ -69,24 +71,25 @@ func plantBug(cfg *node.Config, name string) {
 	// The coordinator's bugs are package switches of engine/groups: set
 	// (or cleared) at every node start of the run.
 	groups.SetBugs(name == "GroupAssignBeforeRevoke", name == "GroupCommitSkipsEpoch")
-	groups.SetClassicBug(name == "GroupClassicForgotten")                          // needs Options.ClassicMembers
-	clientlib.SetBugs(name == "LibAutoCommitFetched")                              // needs Options.GroupMembers (wire_libgroup.go)
-	clientlib.SetConsumerBugs(name == "LibSeekSkipsTarget")                        // every consumer runs it (wire_libconsumer.go)
-	clientlib.SetProducerBugs(name == "LibExhaustedDefinite")                      // the sample's library producers (wire_libproducer.go)
-	clientlib.SetAdminBugs(name == "LibAdminDropsRefusal")                         // needs authorization on (the operator's intruder: operator.go)
-	clientlib.SetConnBugs(name == "LibStallNotSent", name == "LibIgnoresThrottle") // every library client's stall verdicts and throttles (clientlib/sim_watch.go, sim_conns.go)
-	clientlib.SetUnsureBugs(name == "LibUnsureForgotten")                          // the admin calls that change state (operator.go, wire_moves.go)
-	clientlib.SetTxnBugs(name == "LibCommitSkipsFlush")                            // needs Options.Txn (wire_txn.go's producers)
-	engine.SetTxnBugs(name == "LSOPassesOpenTxn", name == "DropAbortOnRestore")    // need Options.Txn (wire_txn.go)
-	txn.SetBugs(name == "TxnSkipsFence")                                           // needs Options.Txn
-	groups.SetTxnOffsetsBug(name == "TxnOffsetsOnAbort")                           // needs Options.Txn (wire_txn_session.go)
-	sasl.SetBugs(name == "AcceptsAnyProof")                                        // needs authorization on (the operator draws it: sasl.go)
-	compact.SetBugs(name == "CompactKeepsOlder", name == "TombstoneEarly")         // need Options.Compacted (wire_kv.go)
-	compact.SetRewriteBugs(name == "CompactDropsLastRecord")                       // needs Options.Compacted
-	compacted.SetBugs(name == "CompactSwitchNotAtomic")                            // needs Options.Compacted
-	compacted.SetInstallBugs(name == "PrefixInstallUnchecked")                     // with node's, below
-	loop.SetBugs(name == "StaleSecurityView")                                      // needs authorization on (loop.go, sasl.go)
-	frame.SetBugs(name == "SpliceStaleHead")                                       // every native fetch answer (corrupt.go's answerFrame)
+	groups.SetClassicBug(name == "GroupClassicForgotten")                                   // needs Options.ClassicMembers
+	groupsvc.SetBugs(name == "OffsetsRestoreSkipsTail", name == "OffsetsTombstoneInFlight") // the coordinators' compacted log (offsets_replay.go)
+	clientlib.SetBugs(name == "LibAutoCommitFetched")                                       // needs Options.GroupMembers (wire_libgroup.go)
+	clientlib.SetConsumerBugs(name == "LibSeekSkipsTarget")                                 // every consumer runs it (wire_libconsumer.go)
+	clientlib.SetProducerBugs(name == "LibExhaustedDefinite")                               // the sample's library producers (wire_libproducer.go)
+	clientlib.SetAdminBugs(name == "LibAdminDropsRefusal")                                  // needs authorization on (the operator's intruder: operator.go)
+	clientlib.SetConnBugs(name == "LibStallNotSent", name == "LibIgnoresThrottle")          // every library client's stall verdicts and throttles (clientlib/sim_watch.go, sim_conns.go)
+	clientlib.SetUnsureBugs(name == "LibUnsureForgotten")                                   // the admin calls that change state (operator.go, wire_moves.go)
+	clientlib.SetTxnBugs(name == "LibCommitSkipsFlush")                                     // needs Options.Txn (wire_txn.go's producers)
+	engine.SetTxnBugs(name == "LSOPassesOpenTxn", name == "DropAbortOnRestore")             // need Options.Txn (wire_txn.go)
+	txn.SetBugs(name == "TxnSkipsFence")                                                    // needs Options.Txn
+	groups.SetTxnOffsetsBug(name == "TxnOffsetsOnAbort")                                    // needs Options.Txn (wire_txn_session.go)
+	sasl.SetBugs(name == "AcceptsAnyProof")                                                 // needs authorization on (the operator draws it: sasl.go)
+	compact.SetBugs(name == "CompactKeepsOlder", name == "TombstoneEarly")                  // need Options.Compacted (wire_kv.go)
+	compact.SetRewriteBugs(name == "CompactDropsLastRecord")                                // needs Options.Compacted
+	compacted.SetBugs(name == "CompactSwitchNotAtomic")                                     // needs Options.Compacted
+	compacted.SetInstallBugs(name == "PrefixInstallUnchecked")                              // with node's, below
+	loop.SetBugs(name == "StaleSecurityView")                                               // needs authorization on (loop.go, sasl.go)
+	frame.SetBugs(name == "SpliceStaleHead")                                                // every native fetch answer (corrupt.go's answerFrame)
 
 	// KafkaHandshakeAuthenticates needs authorization on (kafka_sasl.go);
 	// KafkaSpliceStaleBase runs in every Kafka fetch answer (Translate).

@@ -30,6 +30,8 @@ var pinnedCatch = map[string]uint64{
 	"FirstBatchMustFit":       1,
 	"GroupAssignBeforeRevoke": 1, "GroupCommitSkipsEpoch": 2,
 	"GroupClassicForgotten":    3,  // with Options.ClassicMembers (classic_sim_simbugs_test.go)
+	"OffsetsRestoreSkipsTail":  2,  // the group workload: the restore check (offsets_replay.go)
+	"OffsetsTombstoneInFlight": 2,  // the group workload, passes over __strand_offsets (offsets_replay.go)
 	"MoveDropsOldReplicaEarly": 1,  // with Options.Moves over 5 nodes (moves_simbugs_test.go)
 	"RemoveBeforeCaughtUp":     21, // with Options.Joins (joins_simbugs_test.go); the drained node held down across its removal (wire_joins.go holdDown)
 	"MoveRacesRebalance":       6,  // the standard sample with groups and moves forced (moves_simbugs_test.go)

@@ -75,6 +75,9 @@ func TestSimCatchRate(t *testing.T) {
 			if slices.Contains(GroupBugNames, bug) || slices.Contains(ClientBugNames, bug) {
 				o.GroupMembers = 4
 			}
+			if strings.HasPrefix(bug, "Offsets") {
+				o.CompactCoordinators = true // passes over __strand_offsets (offsets_replay.go)
+			}
 			if bug == "GroupClassicForgotten" {
 				o.ClassicMembers = 3
 			}

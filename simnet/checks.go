@@ -72,7 +72,9 @@ func (c *checker) onApply(n *simNode, tp node.TopicPartition, topicID, index, te
 	k := applyKey{group: g, index: index}
 	if prev, seen := c.applied[k]; !seen {
 		c.applied[k] = d
-		c.w.digests.onApply(g, index, data)
+		if res, ok := c.w.digests.onApply(g, index, data); ok && isCoordinatorTopic(tp.Topic) {
+			c.w.offsets.onApply(g, data, res)
+		}
 		c.txnOrder.onFirstApply(tp, index, data)
 	} else if prev != d {
 		c.w.fail("partition %s index %d: node %d applied entry of term %d digest %016x, an earlier application was %016x",

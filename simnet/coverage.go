@@ -146,6 +146,7 @@ var CoverageExpected = []string{
 	"event/corrupt-batch-refused", "event/corrupt-fetch-refused", "fault/starve-leader",
 	"event/liveness-probe", "event/liveness-probe-crash", "fault/overload", "event/long-poll-tail",
 	"fault/disk-stall", "check/disk-stall",
+	"group/restore-after-compaction", "txn/restore-after-compaction", // offsets_replay.go
 }
 
 // coverageGaps are names the table lists although the workload cannot make

@@ -130,14 +130,15 @@ func newDigests(w *world) *digests {
 	return d
 }
 
-// onApply feeds the reference of group g with entry index, once.
-func (d *digests) onApply(g int, index uint64, data []byte) {
+// onApply feeds the reference of group g with entry index, once, and
+// returns a partition's Result of it (ok: applied here, now).
+func (d *digests) onApply(g int, index uint64, data []byte) (res engine.Result, ok bool) {
 	if !d.w.opts.DigestChecks {
-		return
+		return res, false
 	}
 	r := d.ref(g)
 	if index != r.applied+1 {
-		return // replayed by another replica or incarnation: checked by entry digest
+		return res, false // replayed by another replica or incarnation: checked by entry digest
 	}
 	r.applied = index
 	if r.meta != nil {
@@ -147,12 +148,12 @@ func (d *digests) onApply(g int, index uint64, data []byte) {
 			r.meta.Apply(index, data)
 		}
 		r.digests[index] = refDigest{digest: r.meta.Digest()}
-		return
+		return res, false
 	}
 	if len(data) == 0 {
 		r.part.ApplyEmpty(index)
 	} else {
-		res := r.part.Apply(index, data)
+		res, ok = r.part.Apply(index, data), true
 		if errors.Is(res.Err, recordbatch.ErrCorrupt) {
 			// A node must refuse a damaged batch before proposing it
 			// (corrupt.go): a committed one wastes an index and answers a
@@ -165,6 +166,7 @@ func (d *digests) onApply(g int, index uint64, data []byte) {
 		d.noteDecisions(g, r)
 	}
 	r.digests[index] = refDigest{digest: r.part.Digest(), tail: r.part.TailDigest(), logStart: r.part.LogStartOffset()}
+	return res, ok
 }
 
 // checkStatus compares the digest a replica reports for its engine state

@@ -131,7 +131,14 @@
 // and offset reads are history ops (linearizable offsets, epochs fencing zombies, a member's
 // epochs never going back; a probe commits at the epoch a live member just left behind), and
 // after the heal they converge, balanced, and every acknowledged record below the final
-// committed offset was processed; Options.ClassicMembers (TestSimClassicGroups:
+// committed offset was processed. Every fresh coordinator's state, and a throwaway restore the
+// leader runs each sweep, must equal the replay of its partition's whole uncompacted history
+// (offsets_replay.go; planted OffsetsRestoreSkipsTail and OffsetsTombstoneInFlight), for
+// __strand_offsets and __strand_transactions alike; with Options.CompactCoordinators (TestSimGroups,
+// TestSimTxn, the Offsets bugs' catch tests; not the standard sample, where it made seeds 23 and
+// 32 run out of events or not drain, undiagnosed) their segments roll each second, any dirt is
+// worth a pass and snapshots come every 10 commands, so the restores meet compacted logs;
+// Options.ClassicMembers (TestSimClassicGroups:
 // 3) adds members of a second group speaking Kafka's classic protocol (JoinGroup, SyncGroup,
 // Heartbeat through kafkaproto; commits in their generation) checked across coordinator fail-overs,
 // their acknowledged commits read back while they run and once more after the heal

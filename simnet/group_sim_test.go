@@ -14,6 +14,7 @@ var flagGroupSeeds = flag.Int("sim.group-seeds", 10, "seeds of TestSimGroups")
 func groupOptions(t *testing.T, seed uint64, bug string) Options {
 	o := seedOptions(t, seed, "mixed", bug)
 	o.GroupMembers = 4
+	o.CompactCoordinators = true
 	return o
 }
 
@@ -39,6 +40,9 @@ func TestSimGroups(t *testing.T) {
 			res.Coverage.Count("event/lib-member-start"), res.Coverage.Count("event/lib-member-batch"),
 			res.Coverage.Count("event/lib-member-crash"), res.Coverage.Count("event/lib-member-slow"),
 			res.Coverage.Count("event/lib-group-committed"), res.Coverage.Count("event/lib-group-at-least-once"))
+		t.Logf("seed %d restores: checked=%d after-compaction=%d compactions=%d", seed,
+			res.Coverage.Count("group/restore-checked"), res.Coverage.Count("group/restore-after-compaction"),
+			res.Coverage.Count("coordinator/compactions"))
 	}
 }
 

@@ -32,11 +32,12 @@ var knobExempt = map[string]string{
 	"ID": "the node's identity", "Nodes": "the cluster's membership (the scenario's)",
 	"Disk": "the simulated disk", "Network": "the simulated network", "Clock": "the virtual clock",
 	"Rand": "the node's seeded stream", "Logger": "output only",
-	"Observer":      "the checker's apply hook",
-	"MinFreeBytes":  "the disk-full fault's floor (fulldisk.go): at 0 a full disk fails a write and fail-stops the node",
-	"Authorization": "drawn by the operator actor, which sets up users and ACLs",
-	"SuperUsers":    "drawn by the operator actor, with Authorization",
-	"plantedBugs":   "the planted-bug switches (-tags simbugs)",
+	"Observer":            "the checker's apply hook",
+	"CoordinatorRestored": "the checker's group-restore hook (offsets_replay.go)",
+	"MinFreeBytes":        "the disk-full fault's floor (fulldisk.go): at 0 a full disk fails a write and fail-stops the node",
+	"Authorization":       "drawn by the operator actor, which sets up users and ACLs",
+	"SuperUsers":          "drawn by the operator actor, with Authorization",
+	"plantedBugs":         "the planted-bug switches (-tags simbugs)",
 	"Groups.OffsetsPartitions": "sized by the workloads (operator.go, wire_group.go): one or two partitions of " +
 		"__strand_offsets, where production's default of 50 would add 150 raft groups to every seed",
 	"Txn.Partitions": "sized by the operator (operator.go, txnPartitions): one partition of __strand_transactions, " +

@@ -11,7 +11,9 @@ var flagTxnSeeds = flag.Int("sim.txn-seeds", 10, "seeds of TestSimTxn")
 // txnOptions is the standard sample's seed with the transactional
 // workload on (wire_txn.go), as in the seeds that draw it.
 func txnOptions(t *testing.T, seed uint64, profile, bug string) Options {
-	return WithTxn(sampleOptions(t, seed, profile, bug))
+	o := WithTxn(sampleOptions(t, seed, profile, bug))
+	o.CompactCoordinators = true
+	return o
 }
 
 // TestSimTxn runs the transactional workload in every seed (the sample
@@ -33,6 +35,9 @@ func TestSimTxn(t *testing.T) {
 			res.Coverage.Count("txn/zombie"), res.Coverage.Count("txn/crash"), res.Coverage.Count("txn/read-committed"),
 			res.Coverage.Count("txn/checked"), res.Coverage.Count("txn/session-committed"), res.Coverage.Count("txn/session-aborted"),
 			res.Coverage.Count("txn/session-read-txn"), res.Coverage.Count("txn/session-exactly-once"))
+		t.Logf("seed %d restores: checked=%d after-compaction=%d; coordinators' compactions=%d", seed,
+			res.Coverage.Count("txn/restore-checked"), res.Coverage.Count("txn/restore-after-compaction"),
+			res.Coverage.Count("coordinator/compactions"))
 	}
 }
 

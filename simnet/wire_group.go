@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/strandlog/strand/clientlib"
+	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -56,7 +57,29 @@ const kindMember clientKind = 100
 // configureGroups sets the coordinators' timers for the simulated run.
 func (ww *wireWorkload) configureGroups(cfg *node.Config) {
 	cfg.Groups = node.GroupsConfig{OffsetsPartitions: int32(groupOffsetsPartitions(ww.w.opts)), SessionTimeout: ww.w.groupSession(),
-		HeartbeatInterval: groupHeartbeat, SnapshotEvery: 20} // snapshots, and restores from them, within a run
+		HeartbeatInterval: groupHeartbeat, SnapshotEvery: coordinatorSnapshotEvery(ww.w.opts, 20), // snapshots, and restores from them, within a run
+		OffsetsTopicConfig: coordinatorTopicConfig(ww.w.opts)}
+}
+
+// coordinatorSnapshotEvery is a coordinator's SnapshotEvery in a run: 10
+// with Options.CompactCoordinators (snapshot batches and their tombstones
+// for the passes to work on), else otherwise.
+func coordinatorSnapshotEvery(o Options, otherwise int) int {
+	if o.CompactCoordinators {
+		return 10
+	}
+	return otherwise
+}
+
+// coordinatorTopicConfig makes passes over the coordinators' compacted
+// logs within a run when o.CompactCoordinators: segments roll each
+// second, any dirt is worth a pass.
+func coordinatorTopicConfig(o Options) []metadata.ConfigEntry {
+	if !o.CompactCoordinators {
+		return nil
+	}
+	return []metadata.ConfigEntry{{Name: metadata.ConfigSegmentMs, Value: "1000"},
+		{Name: metadata.ConfigMinCleanableDirtyRatio, Value: "0.01"}}
 }
 
 // coordinatorLink is a simulated group member's route to its coordinator:

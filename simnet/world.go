@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/strandlog/strand/engine/metadata"
@@ -163,10 +164,11 @@ type world struct {
 	// failureCount counts step failures, kept or not.
 	failureCount int
 	stats        Stats
-	wire         *wireWorkload // the clients and their transport (wire.go)
-	durability   *durability   // the durability audit (audit.go)
-	digests      *digests      // whole-state comparison of replicas (digests.go)
-	coverage     *Coverage     // faults fired and rare events seen (coverage.go)
+	wire         *wireWorkload  // the clients and their transport (wire.go)
+	durability   *durability    // the durability audit (audit.go)
+	digests      *digests       // whole-state comparison of replicas (digests.go)
+	offsets      *offsetsReplay // group coordinators' restores against the history (offsets_replay.go)
+	coverage     *Coverage      // faults fired and rare events seen (coverage.go)
 	// requestBody and requestRows: strandpb.Request's body oneof and
 	// coverRequest's row per field index of the message.
 	requestBody  protoreflect.OneofDescriptor
@@ -307,6 +309,7 @@ func newWorld(o Options) *world {
 	w.corrupter = newCorrupter(w)
 	w.durability = newDurability(w)
 	w.digests = newDigests(w)
+	w.offsets = newOffsetsReplay(w)
 	w.work = newWorkload(w)
 	w.wire = newWireWorkload(w)
 	w.planner = newPlanner(w)
@@ -379,9 +382,15 @@ func (w *world) nodeConfig(n *simNode, inc uint32) node.Config {
 		MinFreeBytes:         simMinFreeBytes,
 		CatchUpBytesPerSec:   w.opts.CatchUpBytesPerSec,
 		RetentionCheckTicks:  w.opts.RetentionCheckTicks,
-		Txn:                  node.TxnConfig{Partitions: int32(max(1, txnPartitions(w.opts))), Markers: node.PartitionMarkers{}},
+		// Passes over the compacted __strand_transactions within a run
+		// when Options.CompactCoordinators, as the group workload's.
+		Txn: node.TxnConfig{Partitions: int32(max(1, txnPartitions(w.opts))), Markers: node.PartitionMarkers{},
+			SnapshotEvery: coordinatorSnapshotEvery(w.opts, 0), TopicConfig: coordinatorTopicConfig(w.opts)},
 		Observer: func(tp node.TopicPartition, topicID, index, term uint64, data []byte) {
 			w.checker.onApply(n, tp, topicID, index, term, data)
+		},
+		CoordinatorRestored: func(tp node.TopicPartition, topicID uint64, next int64, snap proto.Message) {
+			w.checker.onCoordinatorRestored(n, tp, topicID, next, snap)
 		},
 	}
 	w.opts.Knobs.configure(&cfg, w.opts)

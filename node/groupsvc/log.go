@@ -1,6 +1,7 @@
 package groupsvc
 
 import (
+	"github.com/strandlog/strand/engine/compact"
 	"github.com/strandlog/strand/engine/recordbatch"
 )
 
@@ -47,6 +48,18 @@ type Batch struct {
 // catches up again): at most catchUpReadsMax reads of readBytes. what
 // names the log in errors ("group", "transaction").
 func ReadCommitted(log Log, next *int64, what string, apply func(value []byte)) error {
+	return ReadRecords(log, next, what, func(_ int64, _, value []byte) (int64, bool) {
+		apply(value)
+		return 0, false
+	})
+}
+
+// ReadRecords is ReadCommitted with each record's offset and key, and a
+// way back: when apply returns jump, the read goes on from resume (a
+// restore of a snapshot met on the way continues from its as_of, below
+// it): apply must not jump at the same record twice, and all jumps count
+// against the same catchUpReadsMax reads.
+func ReadRecords(log Log, next *int64, what string, apply func(offset int64, key, value []byte) (resume int64, jump bool)) error {
 	for i := 0; *next < log.HighWatermark(); i++ {
 		if i >= catchUpReadsMax {
 			return log.Damaged(": catch-up of the %s log made no progress", what)
@@ -58,26 +71,52 @@ func ReadCommitted(log Log, next *int64, what string, apply func(value []byte)) 
 		if len(batches) == 0 {
 			return log.Damaged(": no batch at offset %d below the high-water mark", *next)
 		}
+	batches:
 		for _, b := range batches {
-			it := recordbatch.NewIterator(b.Data)
-			for it.Next() {
-				if off := b.BaseOffset + int64(it.Index()); off >= *next {
-					apply(it.Record().Value)
-					*next = off + 1
-				}
+			recs, err := batchRecords(b)
+			if err != nil {
+				return log.Damaged(" batch at %d: %w", b.BaseOffset, err)
 			}
-			if it.Err() != nil {
-				return log.Damaged(" batch at %d: %w", b.BaseOffset, it.Err())
+			for _, r := range recs {
+				if r.Offset >= *next {
+					resume, jump := apply(r.Offset, r.Key, r.Value)
+					if jump {
+						*next = resume
+						break batches
+					}
+					*next = r.Offset + 1
+				}
 			}
 		}
 	}
 	return nil
 }
 
+// batchRecords are the records of b with their offsets, in offset order:
+// a batch as written (recordbatch's form) or as a compaction pass left it
+// (engine/compact's form, fewer records than its offset range). A
+// transaction marker holds none.
+func batchRecords(b Batch) ([]compact.Record, error) {
+	if compact.IsCompacted(b.Data) {
+		cb, err := compact.DecodeBatch(b.Data)
+		if err != nil || cb.Control {
+			return nil, err
+		}
+		return cb.Records, nil
+	}
+	var out []compact.Record
+	it := recordbatch.NewIterator(b.Data)
+	for it.Next() {
+		out = append(out, compact.Record{Offset: b.BaseOffset + int64(it.Index()), Record: it.Record()})
+	}
+	return out, it.Err()
+}
+
 // FindSnapshot scans log back from its high-water mark, at most scanMax
 // records, for the newest record that decode takes for a snapshot (ok),
-// and returns it with its offset. A read that fails ends the scan with
-// none: the coordinator then replays the log from its start.
+// and returns it with its offset. A read that fails, or that meets a gap
+// (records a compaction removed), ends the scan with none: the coordinator
+// then replays the log from its start.
 func FindSnapshot[T any](log Log, scanMax int, decode func(value []byte) (T, bool)) (snap T, at int64, ok bool) {
 	logStart := log.LogStartOffset()
 	at, scanned := log.HighWatermark()-1, 0
@@ -87,15 +126,23 @@ func FindSnapshot[T any](log Log, scanMax int, decode func(value []byte) (T, boo
 			return snap, 0, false
 		}
 		b := batches[0]
-		var values [][]byte
-		it := recordbatch.NewIterator(b.Data)
-		for it.Next() && b.BaseOffset+int64(it.Index()) <= at {
-			values = append(values, it.Record().Value)
+		if b.BaseOffset > at {
+			// at lies in a gap a compaction left: the read answers the batch
+			// above it, and reads go only forward. The forward replay
+			// restores at the snapshots it meets instead.
+			return snap, 0, false
 		}
-		for i := len(values) - 1; i >= 0; i-- {
+		recs, err := batchRecords(b)
+		if err != nil {
+			return snap, 0, false
+		}
+		for i := len(recs) - 1; i >= 0; i-- {
+			if recs[i].Offset > at {
+				continue
+			}
 			scanned++
-			if s, ok := decode(values[i]); ok {
-				return s, b.BaseOffset + int64(i), true
+			if s, ok := decode(recs[i].Value); ok {
+				return s, recs[i].Offset, true
 			}
 		}
 		at = b.BaseOffset - 1

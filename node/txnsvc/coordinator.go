@@ -1,6 +1,7 @@
 package txnsvc
 
 import (
+	"github.com/strandlog/strand/engine/recordbatch"
 	"github.com/strandlog/strand/engine/txn"
 	"github.com/strandlog/strand/node/groupsvc"
 	"github.com/strandlog/strand/proto/strandpb"
@@ -29,9 +30,8 @@ type Coordinator struct {
 	// SinceSnapshot counts the commands applied since the last snapshot
 	// record (or since this coordinator started).
 	SinceSnapshot int
-	// RestoredFrom is the offset of the snapshot this coordinator started
-	// from, -1 when it replayed the log from its start.
-	RestoredFrom int64
+	// Keyed is its place in its compacted log (groupsvc/keys.go).
+	groupsvc.Keyed
 	// InFlight marks sweep proposals, marker writes and refills in flight
 	// (leader-local).
 	InFlight map[string]bool // lookup only
@@ -47,7 +47,7 @@ type Coordinator struct {
 // snapshot, then replays the log.
 func New(term, topicID uint64, logStart int64, now uint64) *Coordinator {
 	return &Coordinator{Term: term, TopicID: topicID, State: txn.New(), Next: logStart, Fresh: true,
-		RestoredFrom: -1, InFlight: make(map[string]bool), LastExpire: now}
+		Keyed: groupsvc.NewKeyed(), InFlight: make(map[string]bool), LastExpire: now}
 }
 
 // Applied is the outcome of one command: Err when it did not apply (or
@@ -67,22 +67,56 @@ func (co *Coordinator) FailWaits(err error) { co.FailWaitsWith(Applied{Err: err}
 // CatchUp applies the partition's records from Next up to the high-water
 // mark to State, answering the waits of the commands met. A fresh
 // coordinator first restores the newest snapshot it finds within four
-// snapshotEvery intervals of records from the high-water mark.
+// snapshotEvery intervals of records from the high-water mark, and
+// restores each later snapshot its replay meets (the log is compacted:
+// groupsvc's doc, "A compacted log"). A catch-up that fails makes the
+// coordinator fresh: the next one restores again.
 func (co *Coordinator) CatchUp(log groupsvc.Log, snapshotEvery int) error {
 	if co.Fresh {
 		co.Fresh = false
 		co.restoreSnapshot(log, 4*snapshotEvery)
 	}
-	return groupsvc.ReadCommitted(log, &co.Next, "transaction", func(value []byte) { co.applyRecord(log, value) })
+	err := groupsvc.ReadRecords(log, &co.Next, "transaction", func(off int64, key, value []byte) (int64, bool) {
+		return co.applyRecord(log, off, key, value)
+	})
+	if err != nil {
+		co.Fresh, co.State, co.Next, co.SinceSnapshot = true, txn.New(), log.LogStartOffset(), 0
+		co.StartOver()
+		return err
+	}
+	co.EndReplay()
+	return nil
 }
 
-// applyRecord applies one record's command and answers its wait. A
-// record that is no command is skipped, identically on every leader.
-func (co *Coordinator) applyRecord(log groupsvc.Log, value []byte) {
+// SnapshotDue reports whether a snapshot is to be proposed: every
+// commands applied since the last, and one of this coordinator's own read
+// back (groupsvc's doc, "Order of snapshots").
+func (co *Coordinator) SnapshotDue(every int) bool { return co.SinceSnapshot >= every && co.OwnApplied }
+
+// Records are the records of cmd, marshalled as value, proposed by this
+// coordinator at nowMs (groupsvc.Keyed.KeyedRecords).
+func (co *Coordinator) Records(cmd *strandpb.TxnCommand, value []byte, nowMs int64) []recordbatch.Record {
+	snap := cmd.GetSnapshot()
+	return co.KeyedRecords(co.Term, cmd.GetRequestId(), snap != nil, snap.GetAsOf(), value, nowMs, nil)
+}
+
+// applyRecord applies the record at off and answers its command's wait. A
+// tombstone only drops its key from Tombstoned; a record that is no
+// command is skipped, identically on every leader; a snapshot a replay
+// meets above the last restored is restored and the read goes on from its
+// as_of (jump).
+func (co *Coordinator) applyRecord(log groupsvc.Log, off int64, key, value []byte) (resume int64, jump bool) {
+	if value == nil {
+		co.Tombstoned.Tombstone(key)
+		return 0, false
+	}
 	cmd, err := txn.DecodeCommand(value)
 	if err != nil {
 		log.Warn("skipping a record of the transaction log that is no command", err)
-		return
+		return 0, false
+	}
+	if snap := cmd.GetSnapshot(); snap != nil && co.RestoresAt(off) && co.restore(log, snap, off) {
+		return co.Next, true
 	}
 	w := co.TakeWait(cmd.GetRequestId())
 	var wasOpen bool
@@ -96,9 +130,11 @@ func (co *Coordinator) applyRecord(log groupsvc.Log, value []byte) {
 	} else {
 		co.SinceSnapshot++
 	}
+	co.Applied(off, key, cmd.GetSnapshot() != nil, w != nil)
 	if w != nil {
 		w(Applied{Res: res, WasOpen: wasOpen})
 	}
+	return 0, false
 }
 
 // commandID is the transactional id a command acts on ("" for the
@@ -118,8 +154,10 @@ func commandID(cmd *strandpb.TxnCommand) string {
 // from the high-water mark): when its as_of is still in the log it
 // restores it and continues from as_of (the records between as_of and the
 // snapshot apply again: they were not in it). Without one, the coordinator
-// replays the partition from its log start.
+// replays the partition from its log start, restoring each snapshot it
+// meets.
 func (co *Coordinator) restoreSnapshot(log groupsvc.Log, scanMax int) {
+	co.StartReplay()
 	snap, at, ok := groupsvc.FindSnapshot(log, scanMax, func(value []byte) (*strandpb.TxnSnapshot, bool) {
 		cmd, err := txn.DecodeCommand(value)
 		if err != nil || cmd.GetSnapshot() == nil {
@@ -127,16 +165,24 @@ func (co *Coordinator) restoreSnapshot(log groupsvc.Log, scanMax int) {
 		}
 		return cmd.GetSnapshot(), true
 	})
-	if !ok {
-		return
+	if ok {
+		co.restore(log, snap, at)
 	}
+}
+
+// restore replaces the state with snap, the snapshot record at offset at,
+// and moves Next to its as_of; false when it does not restore (its tail
+// is gone, it is no snapshot, or it does not decode).
+func (co *Coordinator) restore(log groupsvc.Log, snap *strandpb.TxnSnapshot, at int64) bool {
 	if snap.GetAsOf() < log.LogStartOffset() || snap.GetAsOf() > at {
-		return // its tail is gone (or it is not one): replay from the log start
+		return false
 	}
 	st, err := txn.Restore(snap)
 	if err != nil {
 		log.Warn("transaction snapshot does not restore; replaying the log", err)
-		return
+		return false
 	}
-	co.State, co.Next, co.RestoredFrom = st, snap.GetAsOf(), at
+	co.State, co.Next = st, snap.GetAsOf()
+	co.Restored(snap.GetAsOf(), at)
+	return true
 }

@@ -17,8 +17,14 @@
 // fresh coordinator (new in its term) first scans back from the high-water mark, at most four
 // snapshot intervals of records (groupsvc.FindSnapshot), for the newest snapshot command; when
 // its as_of is still in the log it restores it and replays from as_of, else it replays the log
-// from its start. FailWaits answers the waits of a replaced coordinator, in request-id order,
-// with the error the node hands in (their commands may still apply).
+// from its start, restoring each snapshot it meets. FailWaits answers the waits of a replaced
+// coordinator, in request-id order, with the error the node hands in (their commands may still
+// apply). __strand_transactions is compacted exactly as __strand_offsets (groupsvc's doc, "A
+// compacted log": Coordinator embeds groupsvc.Keyed; Records keys a command by term and request
+// id, a snapshot by "s" with a tombstone for each command below its as_of; a snapshot only once
+// a command of its own was read back, SnapshotDue). Producer epochs, the producer-id pool and
+// every open or prepared transaction are in the snapshot, so fencing survives a restore from the
+// compacted log (keys_test.go; the simulator's restore check, simnet/offsets_replay.go).
 //
 // # The sweep (sweep.go)
 //

@@ -73,7 +73,7 @@ func (s Sweep) Run(co *Coordinator) {
 		})
 	}
 	s.DriveMarkers()
-	if co.SinceSnapshot >= s.SnapshotEvery {
+	if co.SnapshotDue(s.SnapshotEvery) {
 		propose("\x00snapshot", &strandpb.TxnCommand{Body: &strandpb.TxnCommand_Snapshot{Snapshot: co.State.Snapshot(co.Next)}}, nil)
 	}
 	ids := len(co.State.IDs())
