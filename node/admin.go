@@ -299,6 +299,9 @@ func (c *Core) handleCreateTopics(req *strandpb.CreateTopicsRequest, answer func
 			if err == nil {
 				err = c.gateCompaction(configs)
 			}
+			if err == nil {
+				err = c.gateTiering(configs)
+			}
 			cmd.data, cmd.err = data, metaError(err)
 			if cmd.err == nil {
 				cmd.err = c.checkReplicationFactor(rf)

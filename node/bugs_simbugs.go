@@ -25,6 +25,8 @@ import (
 // them. It exists only in builds with the simbugs tag (make sim BUG=...,
 // the planted-bug tests); production builds have no such switch.
 type Bugs struct {
+	// TierUploadShifted and TierDeleteOnPropose: tier_bugs_simbugs.go.
+	TierUploadShifted, TierDeleteOnPropose bool
 	AckBeforeCommit     bool // complete acks=all produces when proposed, not applied
 	SkipFsync           bool // tell raft entries are stable without syncing
 	FetchBeyondHighMark bool // serve entries past the commit index

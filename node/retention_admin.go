@@ -44,6 +44,9 @@ func (c *Core) handleAlterConfigs(req *strandpb.AlterConfigsRequest, answer func
 		if err == nil {
 			err = c.gateCompaction(sets)
 		}
+		if err == nil {
+			err = c.gateTiering(sets)
+		}
 		if err != nil {
 			e := metaError(err)
 			c.completions = append(c.completions, func() { finish(i, &strandpb.AlterConfigsResponse_Topic{Name: name, Error: e}) })
