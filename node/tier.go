@@ -215,6 +215,7 @@ func (c *Core) startTierUpload(g *group, term uint64) bool {
 	if err != nil || len(locs) == 0 {
 		return false
 	}
+	locs = c.bugTierLocations(g, locs) // planted-bug hook (-tags simbugs)
 	last := locs[len(locs)-1]
 	rng.End = min(rng.End, last.BaseOffset+int64(last.RecordCount))
 	pre, read, err := g.log.StartRead(locs[0].RaftIndex, last.RaftIndex+1, math.MaxUint64)
@@ -222,7 +223,7 @@ func (c *Core) startTierUpload(g *group, term uint64) bool {
 		c.tierFailed(g, fmt.Errorf("upload of [%d, %d): %w", rng.Base, rng.End, err))
 		return false
 	}
-	j := &tierJob{log: g.log, read: read, pre: pre, locs: c.bugTierLocations(locs),
+	j := &tierJob{log: g.log, read: read, pre: pre, locs: locs,
 		seg: tier.Segment{Base: rng.Base, End: rng.End, Term: term}}
 	store, prefix := c.cfg.ObjectStore, tierPrefix(g)
 	run := func() error { return j.upload(store, prefix) }

@@ -5,13 +5,20 @@ package node
 import "github.com/strandlog/strand/engine"
 
 // bugTierLocations (TierUploadShifted) uploads the range shifted by one
-// batch: the object starts at the range's second batch while the segment
-// keeps the range's offsets, so its first batch is nowhere remote.
-func (c *Core) bugTierLocations(locs []engine.BatchLocation) []engine.BatchLocation {
-	if !c.cfg.Bugs.TierUploadShifted || len(locs) < 2 {
+// batch: the object leaves out the range's first batch and holds the
+// applied batch after its end instead, while the segment keeps the
+// range's offsets. A range of one batch with none applied after it is
+// uploaded as it is.
+func (c *Core) bugTierLocations(g *group, locs []engine.BatchLocation) []engine.BatchLocation {
+	if !c.cfg.Bugs.TierUploadShifted {
 		return locs
 	}
-	return locs[1:]
+	last := locs[len(locs)-1]
+	next, err := g.part.AppendLocations(nil, last.BaseOffset+int64(last.RecordCount), 1)
+	if err != nil || len(next) == 0 || next[0].RaftIndex > g.appliedRaft {
+		return locs
+	}
+	return append(locs[1:len(locs):len(locs)], next[0])
 }
 
 // bugTierDeleteOnPropose (TierDeleteOnPropose) deletes an uploaded

@@ -2,7 +2,9 @@ package simnet
 
 import (
 	"math/rand/v2"
+	"time"
 
+	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/objstore/memstore"
 )
 
@@ -18,10 +20,11 @@ import (
 // remote.storage.enable=true, and their small segments (SegmentBytesMax,
 // segment.ms) seal, upload and age out within the run.
 //
-// Checked at the end of each seed (checkTier): on every live node, for
-// each scenario partition, the replicas whose applied index is the
-// highest among the live ones (an older manifest may still name a segment
-// a later TRIM dropped and its leader deleted) must find every listed
+// Checked every tierCheckEvery of virtual time and at the end of each seed
+// (checkTier): for each scenario partition, the live replicas whose
+// applied index is the newest any replica ever applied (an older manifest
+// may still name a segment a later TRIM dropped and its leader deleted)
+// must find every listed
 // segment's object in the bucket, of its size and CRC, decoding to batches
 // that cover the segment and equal, field for field and byte for byte, the
 // batches their own log holds at those offsets (node.Core.VerifyTier).
@@ -60,21 +63,44 @@ func newBucket(o Options) *memstore.Store {
 	return memstore.New(&bucketFaults{r: r})
 }
 
+// tierCheckEvery is the virtual time between two checks in a run.
+const tierCheckEvery = 500 * time.Millisecond
+
+// tierApply is a partition's newest applied index and its topic id.
+type tierApply struct{ topicID, index uint64 }
+
+// tierApplied notes that a replica of tp (topic id topicID) applied index.
+func (w *world) tierApplied(tp node.TopicPartition, topicID, index uint64) {
+	if !w.opts.Tiered {
+		return
+	}
+	if w.tierNewest == nil {
+		w.tierNewest = make(map[node.TopicPartition]tierApply)
+	}
+	a := w.tierNewest[tp]
+	if topicID != a.topicID || index > a.index {
+		w.tierNewest[tp] = tierApply{topicID: topicID, index: index}
+	}
+}
+
+// tierTick runs checkTier every tierCheckEvery of virtual time.
+func (w *world) tierTick() {
+	if !w.opts.Tiered || w.now() < w.tierCheckAt {
+		return
+	}
+	w.tierCheckAt = w.now() + tierCheckEvery
+	w.checkTier(false)
+}
+
 // checkTier checks every scenario partition's newest manifests against
-// the bucket (see the file comment).
-func (w *world) checkTier() {
+// the bucket (see the file comment); the final one also counts the
+// bucket's figures.
+func (w *world) checkTier(final bool) {
 	if !w.opts.Tiered {
 		return
 	}
 	for _, tp := range groupTopics(w.opts.Partitions) {
-		var newest uint64
-		for _, n := range w.nodes {
-			if n.up && n.core != nil {
-				if _, applied, ok := n.core.TierManifest(tp); ok {
-					newest = max(newest, applied)
-				}
-			}
-		}
+		newest := w.tierNewest[tp].index
 		for _, n := range w.nodes {
 			if !n.up || n.core == nil {
 				continue
@@ -83,13 +109,18 @@ func (w *world) checkTier() {
 			if !ok || applied != newest || !m.Active() {
 				continue
 			}
-			w.coverage.Add("tier/segments-listed", int64(len(m.Segments())))
+			if final {
+				w.coverage.Add("tier/segments-listed", int64(len(m.Segments())))
+			}
 			compared, err := n.core.VerifyTier(tp, w.bucket.Bytes)
 			w.coverage.Add("tier/batches-compared", int64(compared))
 			if err != nil {
 				w.fail("tier: node %d: %v", n.id, err)
 			}
 		}
+	}
+	if !final {
+		return
 	}
 	st := w.bucket.Stats()
 	w.coverage.Add("tier/puts", int64(st.Puts))

@@ -140,7 +140,12 @@ type world struct {
 	// bucket is the run's object store, shared by every node and kept
 	// across restarts (tier.go).
 	bucket *memstore.Store
-	opts   Options
+	// tierNewest is, per scenario partition, the newest raft index any
+	// replica of its latest topic id applied; tierCheckAt the virtual
+	// time of the next check (tier.go).
+	tierNewest  map[node.TopicPartition]tierApply
+	tierCheckAt time.Duration
+	opts        Options
 	// skews is every node's clock skew history, in time order
 	// (noteSkew): how far apart two Realtime readings of one virtual
 	// interval can be (skewSpread; wire_kv.go's delete.retention.ms check).

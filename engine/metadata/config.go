@@ -11,18 +11,18 @@ import (
 
 // Topic configuration keys, as Kafka names them.
 const (
-	ConfigRetentionMs     = "retention.ms"
-	ConfigRetentionBytes  = "retention.bytes"
-	ConfigSegmentBytes    = "segment.bytes"
-	ConfigSegmentMs       = "segment.ms"
-	ConfigCleanupPolicy   = "cleanup.policy"
+	ConfigRetentionMs    = "retention.ms"
+	ConfigRetentionBytes = "retention.bytes"
+	ConfigSegmentBytes   = "segment.bytes"
+	ConfigSegmentMs      = "segment.ms"
+	ConfigCleanupPolicy  = "cleanup.policy"
 	// Tiered storage, KIP-405's names (engine/tier; doc.go, "Tiered
 	// storage"): upload sealed segments to the node's object store, and
 	// how much of the log stays on local disk.
 	ConfigRemoteStorageEnable = "remote.storage.enable"
 	ConfigLocalRetentionMs    = "local.retention.ms"
 	ConfigLocalRetentionBytes = "local.retention.bytes"
-	ConfigMaxMessageBytes = "max.message.bytes"
+	ConfigMaxMessageBytes     = "max.message.bytes"
 	// The compaction keys (engine/compact parses and checks them).
 	ConfigMinCleanableDirtyRatio = compact.ConfigMinCleanableDirtyRatio
 	ConfigMinCompactionLagMs     = compact.ConfigMinCompactionLagMs
@@ -295,6 +295,14 @@ func Enforced(key, value string) bool {
 	var c TopicConfig
 	if c.set(key, value) != nil || checkEnforced(key, c) != nil {
 		return false
+	}
+	// Local retention is stored and checked, not enforced (the raft log
+	// keeps all that retention.* keeps: engine/tier's "Next").
+	switch key {
+	case ConfigLocalRetentionMs:
+		return c.LocalRetentionMs == LocalRetentionDefault
+	case ConfigLocalRetentionBytes:
+		return c.LocalRetentionBytes == LocalRetentionDefault
 	}
 	// compact is enforced; compact,delete not yet (node's gateCompaction:
 	// a retention trim past a replica's compacted prefix stops its passes).

@@ -324,6 +324,9 @@ func TestEnforced(t *testing.T) {
 	if Enforced(ConfigMaxMessageBytes, "2000000") || Enforced(ConfigCleanupPolicy, "compact,delete") || Enforced("nope", "1") {
 		t.Errorf("a larger max.message.bytes, compact,delete or an unknown key counted as enforced")
 	}
+	if Enforced(ConfigLocalRetentionMs, "1000") || Enforced(ConfigLocalRetentionBytes, "-1") {
+		t.Fatal("a local retention other than the total's is marked enforced; the raft log does not keep to it yet")
+	}
 	if !Enforced(ConfigMaxMessageBytes, "1000") || !Enforced(ConfigCleanupPolicy, "compact") {
 		t.Errorf("a smaller max.message.bytes or cleanup.policy=compact counted as not enforced")
 	}
