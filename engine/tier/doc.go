@@ -109,6 +109,12 @@
 //  3. BUILT: deletion: a TRIM's Result.TierDropped and, on a leader that applied an entry of
 //     its term, a periodic List of the partition's prefix deleting what Orphan names (every
 //     600 ticks). Objects of a deleted topic stay in the bucket (nobody sweeps its prefix).
+//
+// Open after steps 1-3 (session 13): make sim SEEDS=200 had seed 199 fail in the key-value
+// workload's final read (sim-kv, not tiered) with tiering drawn, and pass with it off; not
+// diagnosed. An upload whose local read finds damage is retried with backoff, never repaired
+// (the fetch path's repair finds it); the simulator checks objects against the log's tail cache
+// only (a checker read of the disk would take the node's injected faults).
 //  4. A replicated log start for tiered partitions (Compacted moves the local one) and local
 //     retention: the raft log may drop entries whose records lie in LocalRemote and beyond
 //     local.retention.*, like compaction's RaftTrimBound; the index then starts above the log
