@@ -71,7 +71,8 @@ func EncodeCompactDoneEntry(dst []byte, appendTimeMs int64, proposalID, gen uint
 }
 
 // applyCompact applies a COMPACT entry: the next generation's decision,
-// refused unless its generation is one more than the last, its fields are
+// stamped with the log start (rule 8 of engine/compact: the pass drops
+// what lies wholly below it) and its cleanable end raised to it, refused unless its generation is one more than the last, its fields are
 // in range (compact.Decision.Check) and its cleanable end lies between the
 // last decision's (so the next pass never starts below a prefix an earlier
 // pass wrote) and the last stable offset (a pass takes every transaction
@@ -81,7 +82,11 @@ func EncodeCompactDoneEntry(dst []byte, appendTimeMs int64, proposalID, gen uint
 func (p *Partition) applyCompact(e *EntryFields) Result {
 	last := &p.compaction.Decision
 	d := compact.Decision{Generation: e.CompactGeneration, CleanableEnd: e.CompactOffset, TimeMs: e.AppendTimeMs,
-		DeleteRetentionMs: e.DeleteRetentionMs, OffsetMapBytes: e.OffsetMapBytes}
+		DeleteRetentionMs: e.DeleteRetentionMs, OffsetMapBytes: e.OffsetMapBytes, LogStart: p.logStartOffset}
+	// A TRIM applied since the leader decided (compact,delete,
+	// delete-records) may have moved the log start past its cleanable
+	// end: nothing lives below it, so the pass may clean up to it.
+	d.CleanableEnd = max(d.CleanableEnd, d.LogStart)
 	if d.Generation != last.Generation+1 {
 		return Result{Err: fmt.Errorf("%w: decision of generation %d after generation %d",
 			ErrCompactionGeneration, d.Generation, last.Generation)}
@@ -158,7 +163,7 @@ func (p *Partition) compactionToProto(snap *strandpb.PartitionSnapshot) {
 	snap.Compaction = &strandpb.CompactionState{
 		Generation: c.Decision.Generation, CleanableEnd: c.Decision.CleanableEnd, DecisionTimeMs: c.Decision.TimeMs,
 		DeleteRetentionMs: c.Decision.DeleteRetentionMs, OffsetMapBytes: c.Decision.OffsetMapBytes,
-		DoneGeneration: c.DoneGeneration, CleanedTo: c.CleanedTo,
+		DoneGeneration: c.DoneGeneration, CleanedTo: c.CleanedTo, LogStart: c.Decision.LogStart,
 	}
 	if c.DoneGeneration > 0 {
 		snap.Compaction.Digest = c.Digest[:]
@@ -173,7 +178,8 @@ func (p *Partition) compactionFromProto(snap *strandpb.PartitionSnapshot) error 
 	}
 	c := &p.compaction
 	c.Decision = compact.Decision{Generation: m.GetGeneration(), CleanableEnd: m.GetCleanableEnd(),
-		TimeMs: m.GetDecisionTimeMs(), DeleteRetentionMs: m.GetDeleteRetentionMs(), OffsetMapBytes: m.GetOffsetMapBytes()}
+		TimeMs: m.GetDecisionTimeMs(), DeleteRetentionMs: m.GetDeleteRetentionMs(), OffsetMapBytes: m.GetOffsetMapBytes(),
+		LogStart: m.GetLogStart()}
 	c.DoneGeneration, c.CleanedTo = m.GetDoneGeneration(), m.GetCleanedTo()
 	if m.GetGeneration() == 0 {
 		return fmt.Errorf("compaction record of generation 0")
@@ -204,7 +210,7 @@ func (p *Partition) checkCompaction() error {
 	if err := c.Decision.Check(c.CleanedTo); err != nil {
 		return err
 	}
-	if c.Decision.CleanableEnd > p.LastStableOffset() || c.DoneGeneration > c.Decision.Generation || c.CleanedTo < 0 ||
+	if c.Decision.CleanableEnd > p.LastStableOffset() || c.Decision.LogStart > p.logStartOffset || c.DoneGeneration > c.Decision.Generation || c.CleanedTo < 0 ||
 		(c.DoneGeneration == 0 && (c.CleanedTo != 0 || c.Digest != [sha256.Size]byte{})) {
 		return fmt.Errorf("compaction record: decision %+v, reported generation %d cleaned to %d, last stable offset %d",
 			c.Decision, c.DoneGeneration, c.CleanedTo, p.LastStableOffset())
@@ -221,7 +227,7 @@ func (p *Partition) chainCompaction(h uint64) uint64 {
 	}
 	d := &c.Decision
 	h = digestChain(h^digestTagCompaction, d.Generation, uint64(d.CleanableEnd), uint64(d.TimeMs),
-		uint64(d.DeleteRetentionMs), uint64(d.OffsetMapBytes), c.DoneGeneration, uint64(c.CleanedTo))
+		uint64(d.DeleteRetentionMs), uint64(d.OffsetMapBytes), c.DoneGeneration, uint64(c.CleanedTo), uint64(d.LogStart))
 	for i := 0; i < sha256.Size; i += 8 {
 		h = digestChain(h, binary.LittleEndian.Uint64(c.Digest[i:]))
 	}

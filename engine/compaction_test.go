@@ -18,6 +18,12 @@ func decision(gen uint64, end int64) compact.Decision {
 	return compact.Decision{Generation: gen, CleanableEnd: end, TimeMs: 100 + int64(gen), DeleteRetentionMs: 50, OffsetMapBytes: 1 << 20}
 }
 
+// stamped is d as the engine records it: with p's log start (rule 8).
+func stamped(d compact.Decision, p *Partition) compact.Decision {
+	d.LogStart = p.LogStartOffset()
+	return d
+}
+
 // refused applies data to p and fails unless it is refused with want and
 // changes nothing but the applied index.
 func refused(t *testing.T, p *Partition, what string, data []byte, want error) {
@@ -44,7 +50,7 @@ func TestCompactDecisionOrder(t *testing.T) {
 	if r := applyNext(p, EncodeCompactEntry(nil, 0, decision(1, 5))); r.Err != nil {
 		t.Fatalf("decision 1: %v", r.Err)
 	}
-	if got := p.Compaction(); got.Decision != decision(1, 5) || got.DoneGeneration != 0 {
+	if got := p.Compaction(); got.Decision != stamped(decision(1, 5), p) || got.DoneGeneration != 0 {
 		t.Fatalf("record %+v after decision 1", got)
 	}
 	refused(t, p, "generation 1 again", EncodeCompactEntry(nil, 0, decision(1, 6)), ErrCompactionGeneration)
@@ -92,7 +98,7 @@ func TestCompactDoneRecordsOutcome(t *testing.T) {
 	if r := applyNext(p, done(1, 3, digest)); r.Err != nil {
 		t.Fatalf("outcome 1: %v", r.Err)
 	}
-	want := CompactionState{Decision: decision(1, 5), DoneGeneration: 1, CleanedTo: 3, Digest: digest}
+	want := CompactionState{Decision: stamped(decision(1, 5), p), DoneGeneration: 1, CleanedTo: 3, Digest: digest}
 	if p.Compaction() != want {
 		t.Fatalf("record %+v, want %+v", p.Compaction(), want)
 	}
@@ -301,5 +307,55 @@ func TestCompactedTrimKeepsLogStartAndDigest(t *testing.T) {
 	n.CompactedTopicTrim(n.AppliedIndex())
 	if n.Digest() != before {
 		t.Fatal("CompactedTopicTrim without a record dropped batches")
+	}
+}
+
+// TestTrimKeepsUncoveredBatches shows a TRIM on a partition with a
+// compaction record (compact,delete, delete-records) drops no indexed
+// batch: they stay below the new log start for the passes still to run on
+// a replica whose own prefix may lag the record (AppendPassLocations finds
+// them; Locate refuses them), until its own raft-log trim drops the
+// covered ones; the state checks and restores from both
+// snapshot forms, the next COMPACT records the log start and has its
+// cleanable end raised to it, and once a pass covering them is reported
+// a raft-log trim drops them.
+func TestTrimKeepsUncoveredBatches(t *testing.T) {
+	p := compactionSample(t) // batches [0,3) [3,5) [5,6) [6,8); cleaned to 3; decision 2 pending
+	if r := applyNext(p, EncodeTrimEntry(nil, 300, 0, 7)); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	mustCheck(t, p)
+	if got := p.AppendPassLocations(nil, 0, 8); p.LogStartOffset() != 7 || len(got) != 4 || got[0].BaseOffset != 0 {
+		t.Fatalf("log start %d, pass locations %+v: want all four kept", p.LogStartOffset(), got)
+	}
+	if _, err := p.Locate(5, 1); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("locate below the log start: %v", err)
+	}
+	start, _ := p.IndexOrdinals()
+	for _, q := range []func() (*Partition, error){
+		func() (*Partition, error) { return RestorePartition(p.Snapshot()) },
+		func() (*Partition, error) {
+			return RestorePartitionIndexed(p.StateSnapshot(), slices.Clone(p.IndexSince(start)))
+		},
+		func() (*Partition, error) { return RestorePartitionIndexed(p.RaftSnapshotState(), nil) },
+	} {
+		r, err := q()
+		if err != nil || r.Digest() != p.Digest() {
+			t.Fatalf("restored: %v, digest %x want %x", err, r.Digest(), p.Digest())
+		}
+	}
+	if r := applyNext(p, EncodeCompactDoneEntry(nil, 300, 0, 2, 6, [sha256.Size]byte{6})); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if r := applyNext(p, EncodeCompactEntry(nil, 0, decision(3, 6))); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if d := p.Compaction().Decision; d.LogStart != 7 || d.CleanableEnd != 7 {
+		t.Fatalf("decision %+v: want log start 7, cleanable end raised to 7", d)
+	}
+	p.Compacted(p.AppliedIndex())
+	mustCheck(t, p)
+	if got := p.AppendPassLocations(nil, 0, 8); len(got) != 1 || got[0].BaseOffset != 6 {
+		t.Fatalf("after the report covering them: %+v, want [6,8) only", got)
 	}
 }

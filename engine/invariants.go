@@ -12,7 +12,8 @@ func (p *Partition) check() error {
 		return fmt.Errorf("index head %d of %d", p.head, len(p.batches))
 	}
 	live := p.batches[p.head:]
-	// On a compacted topic the index may start above the log start, but
+	// On a compacted topic the index may start below the log start (what
+	// no pass covers yet stays indexed across a trim) or above it, but
 	// never above the record's CleanedTo: the raft log is trimmed below
 	// it only (the compacted prefixes hold those records).
 	indexStart := p.logStartOffset
@@ -20,6 +21,9 @@ func (p *Partition) check() error {
 		first := p.nextOffset
 		if len(live) > 0 {
 			first = live[0].BaseOffset
+		}
+		if first < p.logStartOffset {
+			indexStart = first // batches no reported pass covers stay below a trim (partition.go trim)
 		}
 		if first > p.logStartOffset {
 			if first > c.CleanedTo {

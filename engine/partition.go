@@ -283,7 +283,19 @@ func (p *Partition) trim(offset, nowMs int64) {
 	}
 	p.logStartOffset = offset
 	live := p.batches[p.head:]
-	p.drop(sort.Search(len(live), func(i int) bool { return live[i].endOffset() > offset }))
+	n := sort.Search(len(live), func(i int) bool { return live[i].endOffset() > offset })
+	if p.compaction.Decision.Generation != 0 {
+		// A compacted topic (compact,delete; delete-records): the batches
+		// stay indexed below the log start until this replica's own
+		// raft-log trim (Compacted, bounded by its own prefix) drops them,
+		// so a replica whose pass lags the record still finds its next
+		// pass's input (which drops them: engine/compact's rule 8). The
+		// digest leaves covered batches out and every replica keeps the
+		// others alike. Nothing below the log start is served (Locate
+		// refuses it).
+		n = 0
+	}
+	p.drop(n)
 }
 
 // evictProducers forgets the producers whose newest batch lies wholly below
@@ -413,6 +425,17 @@ func (p *Partition) AppendLocations(dst []BatchLocation, offset int64, maxBatche
 	i := sort.Search(len(live), func(i int) bool { return live[i].endOffset() > offset })
 	n := min(max(maxBatches, 1), len(live)-i)
 	return append(dst, live[i:i+n]...), nil
+}
+
+// AppendPassLocations is AppendLocations for a compaction pass's input:
+// from offset whatever the log start, as a compacted topic keeps the
+// batches no pass covers indexed below it (trim); an offset past the
+// high-water mark, or below the first indexed batch, finds none there.
+func (p *Partition) AppendPassLocations(dst []BatchLocation, offset int64, maxBatches int) []BatchLocation {
+	live := p.batches[p.head:]
+	i := sort.Search(len(live), func(i int) bool { return live[i].endOffset() > offset })
+	n := min(max(maxBatches, 1), len(live)-i)
+	return append(dst, live[i:i+n]...)
 }
 
 // OffsetForTimestamp returns the first offset of the first indexed batch

@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"math"
+
+	"github.com/strandlog/strand/engine/compact"
 )
 
 // producerBatchesMax is how many recent batches a producer's record keeps,
@@ -16,7 +18,9 @@ const producerBatchesMax = 5
 // log start passes its last batch, as Kafka does, lets a retry of a batch
 // that was written and then deleted be written a second time, after its
 // successors: the simulator found exactly that with short retention.
-const ProducerExpirationMs int64 = 24 * 60 * 60 * 1000
+// Compaction drops an expired producer's kept last batch by the same
+// figure (engine/compact's rule 6).
+const ProducerExpirationMs = compact.ProducerExpirationMs
 
 // producerBatch is one accepted batch of an idempotent producer.
 type producerBatch struct {

@@ -297,9 +297,6 @@ func (c *Core) handleCreateTopics(req *strandpb.CreateTopicsRequest, answer func
 			}
 			data, err := metadata.EncodeCreateTopic(t.GetName(), partitions, rf, configs)
 			if err == nil {
-				err = c.gateCompaction(configs)
-			}
-			if err == nil {
 				err = c.gateTiering(configs)
 			}
 			cmd.data, cmd.err = data, metaError(err)

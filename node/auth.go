@@ -1,6 +1,8 @@
 package node
 
 import (
+	"fmt"
+
 	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/node/authz"
 	"github.com/strandlog/strand/proto/strandpb"
@@ -17,16 +19,19 @@ type Caller = authz.Caller
 
 // Authorization is package authz, a function of the applied metadata; the
 // Core holds its switches (Config.Authorization, Config.SuperUsers), the
-// planted-bug hook, and what only the metadata replica knows: whether its
-// applied state can decide a refusal (metadataBehind).
+// planted-bug hooks, and what only the metadata replica knows: whether its
+// applied state is current enough to decide a refusal (confirmThenHandle,
+// metadataRebuilding).
 
 // authorizing reports whether ACLs are checked at all: Config.Authorization.
 // Off (the default, and strand dev), every request is allowed.
 func (c *Core) authorizing() bool { return c.cfg.Authorization }
 
-// authorizer is authorization over this node's applied metadata.
-func (c *Core) authorizer() authz.Authorizer {
-	return authz.Authorizer{SuperUsers: c.cfg.SuperUsers, State: metaACLs{c}, Behind: c.metadataBehind}
+// authorizer is authorization over this node's applied metadata;
+// confirmed: that state is at least as new as a metadata read index taken
+// after the request arrived.
+func (c *Core) authorizer(confirmed bool) authz.Authorizer {
+	return authz.Authorizer{SuperUsers: c.cfg.SuperUsers, State: metaACLs{c}, Confirmed: confirmed, Behind: c.metadataRebuilding}
 }
 
 // metaACLs is authz's view of the metadata replica's applied state, read
@@ -45,12 +50,20 @@ func (v metaACLs) TopicByUUID(u metadata.UUID) (string, bool) { return v.c.meta.
 
 // authorize runs authz.Authorizer.Authorize when authorization is on: it
 // returns the request to run and the answer to use, or a nil request when
-// it answered (a refusal).
-func (c *Core) authorize(caller Caller, req *strandpb.Request, answer func(*strandpb.Response)) (*strandpb.Request, func(*strandpb.Response)) {
+// it answered (a refusal) or parked the request (confirmThenHandle: the
+// applied metadata would refuse it and is not confirmed current for it).
+// confirmed: this is the request's second pass, after that confirmation.
+func (c *Core) authorize(caller Caller, req *strandpb.Request, answer func(*strandpb.Response), confirmed bool) (*strandpb.Request, func(*strandpb.Response)) {
 	if !c.authorizing() || c.bugSkipAuthorization(req) { // planted-bug hook (simbugs: AuthSkipsAlterQuotas)
 		return req, answer
 	}
-	return c.authorizer().Authorize(caller, req, answer)
+	confirmed = confirmed || c.meta == nil || c.bugRefuseUnconfirmed() // planted-bug hook (simbugs: AuthRefusesUnconfirmed)
+	run, runAnswer, pending := c.authorizer(confirmed).Authorize(caller, req, answer)
+	if pending {
+		c.confirmThenHandle(caller, req, answer)
+		return nil, nil
+	}
+	return run, runAnswer
 }
 
 // filterAnswer runs authz.Authorizer.FilterAnswer when authorization is on.
@@ -58,47 +71,111 @@ func (c *Core) filterAnswer(caller Caller, req *strandpb.Request, answer func(*s
 	if !c.authorizing() {
 		return answer
 	}
-	return c.authorizer().FilterAnswer(caller, req, answer)
+	return c.authorizer(true).FilterAnswer(caller, req, answer)
 }
 
-// metadataBehind reports whether this node's applied metadata cannot
-// decide a refusal: its metadata replica is rebuilding from its peers (a
-// lost disk), has not applied all it knows committed (a restart replays
-// it), knows no leader (after a restart or in an election: what it knows
-// committed may be far behind the cluster, as a KRaft broker stays fenced
-// until it caught up with the controller), or has not confirmed, in the
-// leader's term, that it applied all the leader had committed
-// (confirmMetadata). A follower knows the leader's commit index only up
-// to what the leader knows it holds: right after a restart it hears the
-// leader's heartbeat, which carries no more than that, before any append,
-// so it knew a leader and had applied all its own commit index said while
-// the ACLs it lacked were committed (simnet seed 197 with production's
-// ticks: applied 7 of the leader's 23, the workload's principal refused).
-func (c *Core) metadataBehind() bool {
-	g := c.meta
-	if g == nil {
-		return false
-	}
-	st := g.raw.BasicStatus()
-	if g.rejoin != nil && g.rejoin.phase != rejoinDone || g.appliedRaft < st.GetCommit() || st.Lead == 0 {
-		return true
-	}
-	c.confirmMetadata()
-	return g.confirmedTerm != st.GetTerm()
-}
-
-// confirmMetadata, on a node that authorizes, starts a ReadIndex on the
-// metadata group once per leader's term, unless one is in flight: it is
-// served once this replica applied all the leader had committed when
-// asked, and the term is then confirmed. Tick runs it, so the
-// confirmation is usually in place before a refusal needs it.
-func (c *Core) confirmMetadata() {
-	g := c.meta
-	lead, term := c.metaLeader()
-	if !c.authorizing() || lead == 0 || g.confirmedTerm == term || g.confirming == term ||
-		g.live >= c.cfg.PendingRequestsMax {
+// confirmThenHandle parks a request the applied metadata would refuse, as
+// a linearizable read: the next Process starts a ReadIndex on the metadata
+// group for every request parked since the last (startAuthConfirm), after
+// they all arrived (a follower's is forwarded to the leader, which fixes
+// it at its commit index then; the leader fixes its own at the call), and
+// once this replica applied up to it each request is handled again from
+// the start, its refusals decided on that state, which holds every ACL
+// change acknowledged before the request was sent. A follower knows the
+// leader's commit index only from what reaches it, so its applied state,
+// even confirmed once in the leader's term, may lack an ACL the leader
+// committed and acknowledged since (simnet seed 45 without features: node
+// 3 had applied and confirmed 16, the workload's principal was refused on
+// it after the admin's grant was acknowledged; seed 197 with production's
+// ticks: a restarted node, applied 7 of the leader's 23). One ReadIndex a
+// round whatever the number of requests parked: a client refused in a
+// loop costs the metadata group no more than one heartbeat round per
+// Process. The wait is bounded: a node that knows no metadata leader,
+// has too many requests parked or waits on its metadata group, or whose
+// read is not served within the request timeout answers a retriable
+// error (UNAVAILABLE, BUSY), never a refusal. The second pass runs as a
+// completion, after Process has reconciled what was applied (a topic the
+// request names is hosted by then).
+func (c *Core) confirmThenHandle(caller Caller, req *strandpb.Request, answer func(*strandpb.Response)) {
+	switch lead, _ := c.metaLeader(); {
+	case lead == 0:
+		answer(notConfirmed(caller, "this node knows no metadata leader to confirm its metadata with"))
+		return
+	case len(c.authParked) >= c.cfg.PendingRequestsMax:
+		answer(&strandpb.Response{Error: c.wireError(ErrBusy, 0, nil)})
 		return
 	}
-	g.confirming = term
-	c.readIndex(g.group, term, func(*group) { g.confirmedTerm = term }, func(error, NodeID) { g.confirming = 0 })
+	c.stats.AuthorizationsParked++
+	c.authParked = append(c.authParked, authWait{caller: caller, req: req, answer: answer})
+}
+
+// authWait is a request parked by confirmThenHandle.
+type authWait struct {
+	caller Caller
+	req    *strandpb.Request
+	answer func(*strandpb.Response)
+}
+
+// startAuthConfirm starts one metadata ReadIndex for the requests parked
+// since the last call (confirmThenHandle); Process calls it first.
+func (c *Core) startAuthConfirm() {
+	if len(c.authParked) == 0 {
+		return
+	}
+	parked := c.authParked
+	c.authParked = nil
+	g := c.meta
+	lead, term := c.metaLeader()
+	fail := func(resp func(authWait) *strandpb.Response) {
+		for _, w := range parked {
+			w.answer(resp(w))
+		}
+	}
+	switch {
+	case lead == 0:
+		fail(func(w authWait) *strandpb.Response {
+			return notConfirmed(w.caller, "this node knows no metadata leader to confirm its metadata with")
+		})
+		return
+	case g.live >= c.cfg.PendingRequestsMax:
+		fail(func(authWait) *strandpb.Response { return &strandpb.Response{Error: c.wireError(ErrBusy, 0, nil)} })
+		return
+	}
+	c.readIndex(g.group, term, func(*group) {
+		c.completions = append(c.completions, func() {
+			for _, w := range parked {
+				if c.closed {
+					w.answer(&strandpb.Response{Error: c.wireError(ErrStopped, 0, nil)})
+					continue
+				}
+				c.handle(w.caller, w.req, w.answer, true)
+			}
+		})
+	}, func(err error, _ NodeID) {
+		fail(func(w authWait) *strandpb.Response {
+			return notConfirmed(w.caller, fmt.Sprintf("this node's metadata was not confirmed current (%v)", err))
+		})
+	})
+}
+
+// stopAuthConfirm answers the requests still parked when the node stops.
+func (c *Core) stopAuthConfirm() {
+	for _, w := range c.authParked {
+		w.answer(&strandpb.Response{Error: c.wireError(ErrStopped, 0, nil)})
+	}
+	c.authParked = nil
+}
+
+// notConfirmed is the retriable answer to a request whose refusal could
+// not be decided: UNAVAILABLE, which clients retry.
+func notConfirmed(caller Caller, why string) *strandpb.Response {
+	return requestError(strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, fmt.Sprintf("node: cannot authorize %s yet: %s", caller.Principal, why))
+}
+
+// metadataRebuilding reports whether this node's metadata replica, even
+// caught up with a read index, cannot decide a refusal: it is rebuilding
+// from its peers (a lost disk, rejoin.go).
+func (c *Core) metadataRebuilding() bool {
+	g := c.meta
+	return g != nil && g.rejoin != nil && g.rejoin.phase != rejoinDone
 }

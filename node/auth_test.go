@@ -383,33 +383,7 @@ func TestAuthorizationUnknownTopicID(t *testing.T) {
 // refusal is UNAVAILABLE, not TOPIC_AUTHORIZATION_FAILED (the simulator's
 // seed 152 refused the workload's principal so).
 func TestAuthorizationWaitsForMetadataLeader(t *testing.T) {
-	admin := Caller{Principal: "User:admin", Host: "127.0.0.1"}
-	bob := Caller{Principal: "User:bob", Host: "127.0.0.1"}
-	c := newCluster(t, 1, 3, nil, func(cfg *Config) {
-		cfg.Authorization = true
-		cfg.SuperUsers = []Principal{admin.Principal}
-	})
-	c.waitRegistered(3)
-	c.handleAs(1, admin, wrap(&strandpb.CreateTopicsRequest{Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: "public", Partitions: 1, ReplicationFactor: 3}}})(t))
-	c.tick(20)
-	c.crash(3)
-	var added *strandpb.Response
-	for range 50 { // node 1 may not lead the metadata group
-		for _, id := range []NodeID{1, 2} {
-			added = c.handleAs(id, admin, wrap(&strandpb.AlterAclsRequest{Add: []*strandpb.AclBinding{
-				aclAllow("User:bob", "topic", "public", "all", "allow")}})(t))
-			if added.GetError() == nil {
-				break
-			}
-		}
-		if added.GetError() == nil {
-			break
-		}
-		c.tick(5)
-	}
-	if added.GetAlterAcls().GetAdded() != 1 {
-		t.Fatalf("admin add ACL with node 3 down: %v", added)
-	}
+	c, bob := aclAddedWithNode3Down(t)
 	c.start(3)
 	if err := c.cores[3].Process(); err != nil { // replays its own log; no frame delivered yet
 		t.Fatal(err)
@@ -437,14 +411,154 @@ func TestAuthorizationWaitsForMetadataLeader(t *testing.T) {
 // that state: a follower hears the leader's commit index only up to what
 // the leader knows it holds (a heartbeat carries no more), so node 3, its
 // appends lost, has bob's ACL neither in its log nor in its commit index.
-// Until a ReadIndex on the metadata group confirms it applied the leader's
-// commit, its refusal is UNAVAILABLE, not TOPIC_AUTHORIZATION_FAILED (the
+// The request waits for a ReadIndex on the metadata group; while node 3
+// cannot apply up to it the wait ends at the request timeout with
+// UNAVAILABLE (retriable), never TOPIC_AUTHORIZATION_FAILED (the
 // simulator's seed 197 with production's ticks refused the workload's
 // principal so: applied 7, the leader at 23).
 func TestAuthorizationWaitsForMetadataConfirmed(t *testing.T) {
+	c, bob := aclAddedWithNode3Down(t)
+	// Node 3 restarts; the appends that would bring it the ACL are lost.
+	c.drop = func(e envelope) bool { return e.to == 3 && frameCarries(e.frame, raftpb.MessageType_MsgApp) }
+	c.start(3)
+	for i := 0; ; i++ {
+		if st, _ := c.cores[3].MetadataStatus(); st.Leader != 0 && st.AppliedIndex == st.CommitIndex {
+			break
+		}
+		if i > 100 {
+			st, _ := c.cores[3].MetadataStatus()
+			t.Fatalf("node 3 never heard of a metadata leader: %+v", st)
+		}
+		c.tick(1)
+	}
+	st3, _ := c.cores[3].MetadataStatus()
+	lead, _ := c.cores[NodeID(st3.Leader)].MetadataStatus()
+	if st3.CommitIndex >= lead.CommitIndex {
+		t.Fatalf("node 3 %+v is not behind the leader %+v: the test no longer shows the window", st3, lead)
+	}
+	var resp *strandpb.Response
+	c.cores[3].HandleAs(bob, wrap(&strandpb.DescribeTopicsRequest{Names: []string{"public"}})(t), func(r *strandpb.Response) { resp = r })
+	for ticks := 0; resp == nil && ticks < 3*requestTimeoutTicksDefault; ticks++ {
+		c.tick(1)
+	}
+	if got := resp.GetError().GetCode(); got != strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE {
+		t.Fatalf("bob's describe on node 3 (metadata applied %d, leader's commit %d), its appends lost: %v, want UNAVAILABLE (retriable) at the request timeout",
+			st3.AppliedIndex, lead.CommitIndex, resp)
+	}
+	c.drop = nil
+	for range 200 { // once caught up, the ACL allows bob
+		if resp = c.handleAs(3, bob, wrap(&strandpb.DescribeTopicsRequest{Names: []string{"public"}})(t)); resp.GetError() == nil {
+			return
+		}
+		c.tick(1)
+	}
+	t.Fatalf("bob's describe on node 3 after catching up: %v", resp)
+}
+
+// TestAuthorizationConfirmsAfterGrant is the simulator's seed 45 (without
+// features): a follower that confirmed its metadata current in the
+// leader's term before an ACL grant committed, and has not heard of the
+// grant (its appends lost: neither the entry nor the new commit index
+// reached it), must not refuse a request that arrives after the grant was
+// acknowledged. It was refused at once (TOPIC_AUTHORIZATION_FAILED: the
+// node decided on its applied state, confirmed once per term); now the
+// request waits for a metadata ReadIndex taken after it arrived and, once
+// the follower applied up to it, the same request is allowed. A refusal the
+// grant does not cover is still answered, after the same wait; requests
+// parked in one round share one ReadIndex.
+func TestAuthorizationConfirmsAfterGrant(t *testing.T) {
 	admin := Caller{Principal: "User:admin", Host: "127.0.0.1"}
 	bob := Caller{Principal: "User:bob", Host: "127.0.0.1"}
 	c := newCluster(t, 1, 3, nil, func(cfg *Config) {
+		cfg.Authorization = true
+		cfg.SuperUsers = []Principal{admin.Principal}
+	})
+	c.waitRegistered(3)
+	for _, name := range []string{"public", "orders"} {
+		c.handleAs(1, admin, wrap(&strandpb.CreateTopicsRequest{Topics: []*strandpb.CreateTopicsRequest_Topic{{Name: name, Partitions: 1, ReplicationFactor: 3}}})(t))
+	}
+	c.tick(20)
+	st1, _ := c.cores[1].MetadataStatus()
+	leader := NodeID(st1.Leader)
+	lag := NodeID(3) // a follower of the metadata group
+	if leader == 0 || leader == lag {
+		lag = 2
+	}
+	// The follower caught up and, before the fix, confirmed the term (a
+	// refused request asks; Tick asked too).
+	if resp := c.handleAs(lag, bob, listOffsets("public")); partitionCode(resp) != codeTopic {
+		t.Fatalf("bob's list offsets before any grant: %v, want TOPIC_AUTHORIZATION_FAILED", resp)
+	}
+	c.drop = func(e envelope) bool { return e.to == lag && frameCarries(e.frame, raftpb.MessageType_MsgApp) }
+	added := c.handleAs(leader, admin, wrap(&strandpb.AlterAclsRequest{Add: []*strandpb.AclBinding{
+		aclAllow("User:bob", "topic", "public", "all", "allow")}})(t))
+	if added.GetAlterAcls().GetAdded() != 1 {
+		t.Fatalf("admin add ACL on the metadata leader %d: %v", leader, added)
+	}
+	c.tick(3)
+	stLag, _ := c.cores[lag].MetadataStatus()
+	stLead, _ := c.cores[leader].MetadataStatus()
+	if NodeID(stLag.Leader) != leader || stLag.AppliedIndex != stLag.CommitIndex || stLag.CommitIndex >= stLead.CommitIndex {
+		t.Fatalf("node %d %+v, leader %+v: want it following, all it knows applied, behind the leader: the test no longer shows the window", lag, stLag, stLead)
+	}
+	// The grant was acknowledged; bob's requests arrive after it.
+	var resp, other *strandpb.Response
+	c.cores[lag].HandleAs(bob, listOffsets("public"), func(r *strandpb.Response) { resp = r })
+	c.cores[lag].HandleAs(bob, listOffsets("orders"), func(r *strandpb.Response) { other = r })
+	if resp != nil || other != nil {
+		t.Fatalf("bob's list offsets on node %d, behind the grant: answered at once %v / %v, want both waiting for a metadata read index", lag, resp, other)
+	}
+	unfinished := func() (n int) {
+		for _, r := range c.cores[lag].meta.reads {
+			if !r.finished {
+				n++
+			}
+		}
+		return n
+	}
+	before := unfinished()
+	if err := c.cores[lag].Process(); err != nil {
+		t.Fatal(err)
+	}
+	if started := unfinished() - before; started != 1 {
+		t.Fatalf("node %d started %d metadata reads for its two parked requests, want one", lag, started)
+	}
+	c.drop = nil
+	for ticks := 0; (resp == nil || other == nil) && ticks < requestTimeoutTicksDefault; ticks++ {
+		c.tick(1)
+	}
+	if resp.GetError() != nil || partitionCode(resp) != 0 {
+		t.Fatalf("bob's list offsets of public on node %d after its metadata caught up: %v, want allowed", lag, resp)
+	}
+	if partitionCode(other) != codeTopic {
+		t.Fatalf("bob's list offsets of orders on node %d after its metadata caught up: %v, want TOPIC_AUTHORIZATION_FAILED", lag, other)
+	}
+}
+
+// listOffsets is bob's ListOffsets (latest) of topic's partition 0.
+func listOffsets(topic string) *strandpb.Request {
+	return &strandpb.Request{Body: &strandpb.Request_ListOffsets{ListOffsets: &strandpb.ListOffsetsRequest{
+		Partitions: []*strandpb.ListOffsetsRequest_Partition{{Topic: topic, TimestampMs: -1}}}}}
+}
+
+// partitionCode is the code of a whole-request error, else the highest of
+// the partitions' (ListOffsets).
+func partitionCode(resp *strandpb.Response) strandpb.ErrorCode {
+	code := resp.GetError().GetCode()
+	for _, p := range resp.GetListOffsets().GetPartitions() {
+		code = max(code, p.GetError().GetCode())
+	}
+	return code
+}
+
+// aclAddedWithNode3Down starts three nodes with authorization on, creates
+// topic "public" (RF 3), stops node 3 and grants bob ALL on public
+// through node 1 or 2, whichever leads.
+func aclAddedWithNode3Down(t *testing.T) (c *cluster, bob Caller) {
+	t.Helper()
+	admin := Caller{Principal: "User:admin", Host: "127.0.0.1"}
+	bob = Caller{Principal: "User:bob", Host: "127.0.0.1"}
+	c = newCluster(t, 1, 3, nil, func(cfg *Config) {
 		cfg.Authorization = true
 		cfg.SuperUsers = []Principal{admin.Principal}
 	})
@@ -469,38 +583,7 @@ func TestAuthorizationWaitsForMetadataConfirmed(t *testing.T) {
 	if added.GetAlterAcls().GetAdded() != 1 {
 		t.Fatalf("admin add ACL with node 3 down: %v", added)
 	}
-	// Node 3 restarts; the appends that would bring it the ACL are lost.
-	c.drop = func(e envelope) bool { return e.to == 3 && frameCarries(e.frame, raftpb.MessageType_MsgApp) }
-	c.start(3)
-	for i := 0; ; i++ {
-		if st, _ := c.cores[3].MetadataStatus(); st.Leader != 0 && st.AppliedIndex == st.CommitIndex {
-			break
-		}
-		if i > 100 {
-			st, _ := c.cores[3].MetadataStatus()
-			t.Fatalf("node 3 never heard of a metadata leader: %+v", st)
-		}
-		c.tick(1)
-	}
-	st3, _ := c.cores[3].MetadataStatus()
-	lead, _ := c.cores[NodeID(st3.Leader)].MetadataStatus()
-	if st3.CommitIndex >= lead.CommitIndex {
-		t.Fatalf("node 3 %+v is not behind the leader %+v: the test no longer shows the window", st3, lead)
-	}
-	var resp *strandpb.Response
-	c.cores[3].HandleAs(bob, wrap(&strandpb.DescribeTopicsRequest{Names: []string{"public"}})(t), func(r *strandpb.Response) { resp = r })
-	if got := resp.GetError().GetCode(); got != strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE {
-		t.Fatalf("bob's describe on node 3 (metadata applied %d, leader's commit %d): %v, want UNAVAILABLE (retriable)",
-			st3.AppliedIndex, lead.CommitIndex, resp)
-	}
-	c.drop = nil
-	for range 200 { // once caught up, the ACL allows bob
-		if resp = c.handleAs(3, bob, wrap(&strandpb.DescribeTopicsRequest{Names: []string{"public"}})(t)); resp.GetError() == nil {
-			return
-		}
-		c.tick(1)
-	}
-	t.Fatalf("bob's describe on node 3 after catching up: %v", resp)
+	return c, bob
 }
 
 // publicAndOrders starts one node with authorization on and User:admin a

@@ -63,9 +63,11 @@ func (c *Core) bugCoordinatorFromEnd(*group, *groupsvc.Coordinator)      {}
 func (c *Core) bugRemoveBeforeCaughtUp() bool                            { return false }
 func (c *Core) bugIgnoreStall() bool                                     { return false }
 func (c *Core) bugSkipAuthorization(*strandpb.Request) bool              { return false }
+func (c *Core) bugRefuseUnconfirmed() bool                               { return false }
 func (c *Core) bugElectionTick() int                                     { return c.cfg.ElectionTicks }
 
-// bugPassDecision (CompactActiveSegment) is a pass's decision unchanged.
+// bugPassDecision (CompactActiveSegment, CompactDeleteUncut) is a pass's
+// decision unchanged.
 func (c *Core) bugPassDecision(_ *group, d compact.Decision) compact.Decision { return d }
 
 // bugInstallFirstChunk (PrefixInstallUnchecked) is false: an install

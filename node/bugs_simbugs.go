@@ -122,6 +122,12 @@ type Bugs struct {
 	// requestAccesses' switch and fell through unchecked), so any
 	// principal may change anyone's quotas.
 	AuthSkipsAlterQuotas bool
+	// AuthRefusesUnconfirmed: authorization decides a refusal on the
+	// node's applied metadata as it is, without a read index confirming
+	// it current for the request (auth.go confirmThenHandle skipped): a
+	// follower that has not heard of an ACL grant the leader committed and
+	// acknowledged refuses the principal it allows.
+	AuthRefusesUnconfirmed bool
 	// MoveRacesRebalance: a coordinator built on a replica that a move
 	// added (this node outside the partition's bootstrap set) starts at
 	// the high-water mark, as if a replica new to the partition had no
@@ -136,6 +142,12 @@ type Bugs struct {
 	// and min.compaction.lag.ms): each replica's prefix then ends where
 	// its own log happened to end.
 	CompactActiveSegment bool
+	// CompactDeleteUncut: on one replica of each partition (its lowest
+	// voter) a compaction pass ignores its decision's log start, so after
+	// a TRIM (compact,delete retention, DeleteRecords) its prefix keeps the
+	// batches wholly below the log start the other replicas' passes drop
+	// (engine/compact's rule 8): the replicas' prefixes differ.
+	CompactDeleteUncut bool
 	// PrefixInstallUnchecked: a stuck replica installing a peer's
 	// compacted prefix switches to it after the first chunk, and the
 	// switch does not check the bytes written against the record's digest
@@ -163,6 +175,10 @@ func (c *Core) bugCoordinatorFromEnd(g *group, co *groupsvc.Coordinator) {
 func (c *Core) bugSkipAuthorization(req *strandpb.Request) bool {
 	return c.cfg.Bugs.AuthSkipsAlterQuotas && req.GetAlterQuotas() != nil
 }
+
+// bugRefuseUnconfirmed (AuthRefusesUnconfirmed) takes the applied
+// metadata as confirmed current for every request.
+func (c *Core) bugRefuseUnconfirmed() bool { return c.cfg.Bugs.AuthRefusesUnconfirmed }
 
 // bugRemoveBeforeCaughtUp (RemoveBeforeCaughtUp) makes every removal due.
 func (c *Core) bugRemoveBeforeCaughtUp() bool { return c.cfg.Bugs.RemoveBeforeCaughtUp }
@@ -514,10 +530,16 @@ func (c *Core) bugAckLeaderEarly(acks Acks) bool {
 func (c *Core) bugInstallFirstChunk() bool { return c.cfg.Bugs.PrefixInstallUnchecked }
 
 // bugPassDecision (CompactActiveSegment) moves a pass's cleanable end to
-// the replica's last stable offset when that is past the decision's.
+// the replica's last stable offset when that is past the decision's;
+// (CompactDeleteUncut) on the partition's lowest voter it drops the
+// decision's log start.
 func (c *Core) bugPassDecision(g *group, d compact.Decision) compact.Decision {
 	if c.cfg.Bugs.CompactActiveSegment {
 		d.CleanableEnd = max(d.CleanableEnd, g.part.LastStableOffset())
+	}
+	if c.cfg.Bugs.CompactDeleteUncut && g.confState != nil && len(g.confState.GetVoters()) > 0 &&
+		NodeID(slices.Min(g.confState.GetVoters())) == c.cfg.ID {
+		d.LogStart = 0
 	}
 	return d
 }

@@ -17,7 +17,6 @@ import (
 func TestBugCompactActiveSegment(t *testing.T) {
 	c := newMetaCluster(t, 24, 3, func(cfg *Config) {
 		retentionConfig(cfg)
-		cfg.CompactedTopicsUnfinished = true
 		cfg.CheckpointEntries = 16
 		cfg.Bugs.CompactActiveSegment = cfg.ID == 1
 	})
@@ -63,7 +62,6 @@ func TestBugPrefixInstallUnchecked(t *testing.T) {
 	defer compacted.SetInstallBugs(false)
 	c := newMetaCluster(t, 29, 3, func(cfg *Config) {
 		retentionConfig(cfg)
-		cfg.CompactedTopicsUnfinished = true
 		cfg.CheckpointEntries = 16
 		cfg.PrefixChunkBytes = 256
 		cfg.Bugs.PrefixInstallUnchecked = true

@@ -85,7 +85,13 @@ func latestBelow(written []kvRecord, cleanedTo int64, committedOnly bool) []stri
 // clientlib does (a compacted batch: its records at their own offsets).
 func (c *cluster) readNative(tp TopicPartition, iso int32, maxBytes int32) (recs []string, prefixBatches int) {
 	c.t.Helper()
-	offset := int64(0)
+	return c.readNativeFrom(tp, iso, maxBytes, 0)
+}
+
+// readNativeFrom is readNative from offset from (a log start).
+func (c *cluster) readNativeFrom(tp TopicPartition, iso int32, maxBytes int32, from int64) (recs []string, prefixBatches int) {
+	c.t.Helper()
+	offset := from
 	for range 200 {
 		p := c.fetchWireMax(tp, offset, iso, maxBytes)
 		for _, b := range p.GetBatches() {
@@ -266,7 +272,6 @@ func TestFetchServesCompactedPrefix(t *testing.T) {
 	ms := int64(1_700_000_000_000)
 	c := newMetaCluster(t, 26, 3, func(cfg *Config) {
 		retentionConfig(cfg)
-		cfg.CompactedTopicsUnfinished = true
 		cfg.CheckpointEntries = 16
 		cfg.Clock = stepClock{ms: &ms}
 		txnTestConfig(PartitionMarkers{})(cfg)

@@ -218,7 +218,11 @@ func (c *Core) servePrefix(from NodeID, req *strandpb.PrefixRequest) {
 		c.sendPrefixFrame(from, &strandpb.RaftFrame{FromNode: uint64(c.cfg.ID), PrefixChunks: []*strandpb.PrefixChunk{ans}})
 	}()
 	g := c.routeMessage(req.GetTopic(), req.GetPartition())
-	if g == nil || req.GetTopic() == metaTopic || g.pass.stuck != "" || g.pass.install != nil || !c.openPrefix(g) {
+	if g == nil || req.GetTopic() == metaTopic {
+		return
+	}
+	g.pass.askedAt = c.ticks
+	if g.pass.stuck != "" || g.pass.install != nil || !c.openPrefix(g) {
 		return
 	}
 	s := g.pass.store

@@ -3,7 +3,9 @@ package node
 import (
 	"fmt"
 	"iter"
+	"math"
 	"slices"
+	"sort"
 
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/engine/compact"
@@ -12,13 +14,12 @@ import (
 )
 
 // The node side of compacted topics (engine/compact's doc, "Next: node
-// integration"): what a replica hands a pass (passLog), the pass's write
-// (writePass), and the leader's choice of when a pass is due and over
-// what (decideCompaction). The leader's trigger (compaction_trigger.go)
+// integration"): what a replica hands a pass (passLog; its write runs as
+// compact.Pass steps, compaction_replica.go's queuePassStep), and the
+// leader's choice of when a pass is due and over what (decideCompaction). The leader's trigger (compaction_trigger.go)
 // and each replica's passes (compaction_replica.go) call them. A node
-// takes cleanup.policy=compact; compact,delete only under
-// Config.CompactedTopicsUnfinished (gateCompaction: a TRIM past a
-// replica's prefix stops its passes, engine/compact's "Still to do").
+// takes cleanup.policy=compact and compact,delete (a TRIM cuts the prefix
+// at the new log start: engine/compact's rule 8).
 
 // dirtyEntry is one indexed batch of a partition's raft log at or past the
 // compacted prefix's end: its location in the engine's index and the Data
@@ -56,24 +57,29 @@ func passInput(e dirtyEntry) (compact.Input, error) {
 	return in, fmt.Errorf("%w: entry %d of kind %v at indexed offset %d", ErrStorage, e.loc.RaftIndex, f.Kind, e.loc.BaseOffset)
 }
 
-// passLog is the log a pass reads: the compacted prefix's batches (their
-// Data in the compacted form, in offset order: prefix yields them afresh
-// at each call, as storeInputs does) and then the dirty entries from
-// firstDirty on, with the partition's aborted index. Both of the pass's
-// walks see the same sequence.
-func passLog(prefix iter.Seq2[compact.Input, error], dirty []dirtyEntry, firstDirty int64, aborted []engine.AbortedTxn) compact.Log {
+// prefixInputs yields a pass's compacted prefix input (Data in the
+// compacted form, in offset order) afresh at each call, from the batch
+// holding offset from or the first after it (math.MinInt64: all of it).
+type prefixInputs func(from int64) iter.Seq2[compact.Input, error]
+
+// passLog is the log a pass reads: the compacted prefix's batches and
+// then the dirty entries from firstDirty on, with the partition's aborted
+// index; its From resumes both at an offset (a pass run in steps). Both
+// of the pass's walks see the same sequence.
+func passLog(prefix prefixInputs, dirty []dirtyEntry, firstDirty int64, aborted []engine.AbortedTxn) compact.Log {
 	ab := make([]compact.AbortedTxn, len(aborted))
 	for i, a := range aborted {
 		ab[i] = compact.AbortedTxn(a)
 	}
-	batches := func() iter.Seq2[compact.Input, error] {
+	from := func(offset int64) iter.Seq2[compact.Input, error] {
 		return func(yield func(compact.Input, error) bool) {
-			for in, err := range prefix {
+			for in, err := range prefix(offset) {
 				if !yield(in, err) || err != nil {
 					return
 				}
 			}
-			for _, e := range dirty {
+			i := sort.Search(len(dirty), func(i int) bool { return dirty[i].loc.BaseOffset >= offset })
+			for _, e := range dirty[i:] {
 				in, err := passInput(e)
 				if !yield(in, err) || err != nil {
 					return
@@ -81,26 +87,29 @@ func passLog(prefix iter.Seq2[compact.Input, error], dirty []dirtyEntry, firstDi
 			}
 		}
 	}
-	return compact.Log{Batches: batches, FirstDirty: firstDirty, Aborted: ab}
+	batches := func() iter.Seq2[compact.Input, error] { return from(math.MinInt64) }
+	return compact.Log{Batches: batches, From: from, FirstDirty: firstDirty, Aborted: ab}
 }
 
 // storeInputs yields the store's current generation as a pass's prefix
 // input, read from its files at each walk (memory: one batch). Each
 // batch is copied, since the store reuses its buffer.
-func storeInputs(s *compacted.Store) iter.Seq2[compact.Input, error] {
-	return func(yield func(compact.Input, error) bool) {
-		for b, err := range s.Batches() {
-			if err != nil {
-				yield(compact.Input{}, err)
-				return
-			}
-			dec, err := compact.DecodeBatch(b)
-			if err != nil {
-				yield(compact.Input{}, fmt.Errorf("%w: compacted prefix: %w", ErrStorage, err))
-				return
-			}
-			if !yield(compact.Input{BaseOffset: dec.BaseOffset, Data: slices.Clone(b)}, nil) {
-				return
+func storeInputs(s *compacted.Store) prefixInputs {
+	return func(from int64) iter.Seq2[compact.Input, error] {
+		return func(yield func(compact.Input, error) bool) {
+			for b, err := range s.BatchesFrom(from) {
+				if err != nil {
+					yield(compact.Input{}, err)
+					return
+				}
+				dec, err := compact.DecodeBatch(b)
+				if err != nil {
+					yield(compact.Input{}, fmt.Errorf("%w: compacted prefix: %w", ErrStorage, err))
+					return
+				}
+				if !yield(compact.Input{BaseOffset: dec.BaseOffset, Data: slices.Clone(b)}, nil) {
+					return
+				}
 			}
 		}
 	}
@@ -120,6 +129,10 @@ type compactionFacts struct {
 	dirtyBytes     int64
 	offsetMapBytes int64
 	highWatermark  int64
+	// logStart is the partition's log start; belowStart says a batch no
+	// reported pass covers lies wholly below it (a TRIM since).
+	logStart   int64
+	belowStart bool
 }
 
 // decideCompaction is the leader's trigger (Kafka's choice of the
@@ -132,10 +145,15 @@ type compactionFacts struct {
 // cleanable end is followed by one over the rest) and compact.Due says the
 // dirty ratio or max.compaction.lag.ms calls for it. The decision's
 // generation is one more than the last and TimeMs is nowMs (the COMPACT
-// entry's append time).
+// entry's append time). On a topic altered from compact to delete
+// (a record exists, the policy no longer compacts) a pass is due only to
+// drop what a TRIM left below the log start (dropPass).
 func decideCompaction(cfg compact.Config, f compactionFacts, nowMs int64) (compact.Decision, bool) {
 	st := f.state
-	if !cfg.Policy.Compacts() || st.Decision.Generation > st.DoneGeneration || len(f.dirty) == 0 {
+	if !cfg.Policy.Compacts() {
+		return dropPass(cfg, f, nowMs)
+	}
+	if st.Decision.Generation > st.DoneGeneration || len(f.dirty) == 0 {
 		return compact.Decision{}, false
 	}
 	end := compact.CleanableEnd(compact.Bounds{
@@ -154,6 +172,21 @@ func decideCompaction(cfg compact.Config, f compactionFacts, nowMs int64) (compa
 		DeleteRetentionMs: cfg.DeleteRetentionMs, OffsetMapBytes: f.offsetMapBytes}, true
 }
 
+// dropPass is the pass a partition that once compacted still needs after
+// its topic was altered to delete: with a batch no pass covers wholly
+// below the log start, a decision whose cleanable end is the log start
+// (or the last decision's, if further: taken while the topic compacted),
+// so the pass drops those batches (engine/compact's rule 8) and the raft
+// log below them can go; nothing past it is compacted.
+func dropPass(cfg compact.Config, f compactionFacts, nowMs int64) (compact.Decision, bool) {
+	st := f.state
+	if st.Decision.Generation == 0 || st.Decision.Generation > st.DoneGeneration || !f.belowStart {
+		return compact.Decision{}, false
+	}
+	return compact.Decision{Generation: st.Decision.Generation + 1, CleanableEnd: max(f.logStart, st.Decision.CleanableEnd),
+		TimeMs: nowMs, DeleteRetentionMs: cfg.DeleteRetentionMs, OffsetMapBytes: f.offsetMapBytes}, true
+}
+
 // lagEnd is the base offset of the first batch appended after cutoffMs
 // (min.compaction.lag.ms not yet passed), or end when every batch is
 // older. Append times come from the leader's clock at proposal and are
@@ -166,18 +199,4 @@ func lagEnd(dirty []engine.BatchLocation, cutoffMs, end int64) int64 {
 		}
 	}
 	return end
-}
-
-// writePass is a pass's write job (compaction_replica.go): it compacts
-// log with decision d straight into w, a Writer of generation
-// d.Generation from the store that holds the prefix log reads. Nothing is
-// synced: the commit job (w.Commit with Result's CleanedTo and Digest)
-// makes it durable and current; on an error the caller's Finish drops w
-// and the old generation stays.
-func writePass(log compact.Log, d compact.Decision, w *compacted.Writer) (compact.Result, error) {
-	res, err := compact.Compact(log, d, w.Append)
-	if err != nil {
-		return res, fmt.Errorf("compaction pass of generation %d: %w", d.Generation, err)
-	}
-	return res, nil
 }

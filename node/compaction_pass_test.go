@@ -56,11 +56,13 @@ func (pp *passPartition) produce(t *testing.T, producer engine.Producer, txn boo
 }
 
 // inputsOf yields prefix as a pass's prefix input.
-func inputsOf(prefix []compact.Input) iter.Seq2[compact.Input, error] {
-	return func(yield func(compact.Input, error) bool) {
-		for _, in := range prefix {
-			if !yield(in, nil) {
-				return
+func inputsOf(prefix []compact.Input) prefixInputs {
+	return func(from int64) iter.Seq2[compact.Input, error] {
+		return func(yield func(compact.Input, error) bool) {
+			for _, in := range prefix {
+				if in.BaseOffset >= from && !yield(in, nil) {
+					return
+				}
 			}
 		}
 	}

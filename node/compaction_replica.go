@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/strandlog/strand/engine"
@@ -33,13 +34,14 @@ import (
 //     indexed batches from the prefix's end up to the decision's cleanable
 //     end are read from the raft log, at most passEntriesPerTick entries
 //     and passBytesPerTick bytes a tick (the Core owns the log).
-//  3. The write job (off the loop): Compact over (the store's prefix, read
-//     from its files; the gathered entries; the engine's aborted index)
-//     straight into a Writer of the new generation. The Writer syncs
-//     nothing before Commit, so this job does no fsync and the disk
-//     watchdog does not time it (syncJob.untimed): its length is CPU and
-//     the size of the live set, not the disk's health, and its writes go to
-//     the same disk as the log syncs the watchdog does time.
+//  3. The write (off the loop): a compact.Pass over (the store's prefix,
+//     read from its files; the gathered entries; the engine's aborted
+//     index) straight into a Writer of the new generation, in step jobs
+//     (one without an I/O budget, see passBudget). The Writer syncs
+//     nothing before Commit, so these jobs do no fsync and the disk
+//     watchdog does not time them (syncJob.untimed): their length is CPU
+//     and the size of the live set, not the disk's health, and their
+//     writes go to the same disk as the log syncs the watchdog does time.
 //  4. The commit job (off the loop, timed like every fsync): Commit syncs
 //     the segments, writes and renames the manifest (the switch).
 //  5. Completion (on the loop): Finish makes the new generation current, the
@@ -81,8 +83,13 @@ import (
 // passInputBytes of the decision (8 times its offset map) plus one entry;
 // a pass whose input stops there cleans to there, like a full map.
 //
-// Not yet: a log start past the prefix's end (compact,delete,
-// DeleteRecords) stops the passes.
+// compact,delete and DeleteRecords: a TRIM moves the log start inside or
+// past the prefix. On a compacted partition a TRIM drops no index entry
+// (this replica's own raft-log trim drops what its own prefix covers), and
+// the engine records the log start in each decision; a pass drops every batch wholly below the decision's log
+// start (engine/compact's rule 8), so the next generation is cut at the
+// new log start (or empty) on every replica alike, whenever it runs.
+// Until then nothing below the log start is served (engine's Locate).
 
 const (
 	// passEntriesPerTick and passBytesPerTick bound the raft entries a
@@ -129,6 +136,11 @@ type passState struct {
 	// none; installTurn picks the next peer asked (compaction_install.go).
 	install     *prefixInstall
 	installTurn int
+	// askedAt is the tick a stuck peer last asked this replica for its
+	// prefix (0: never): a leader decides no pass for installHoldTicks
+	// after it (compaction_trigger.go), so the generation the peer is
+	// installing stays current long enough to be served whole.
+	askedAt uint64
 	// damaged: a read of the prefix failed its checks (ErrCorrupt): it is
 	// installed again whatever its generation.
 	damaged bool
@@ -152,20 +164,35 @@ type passFlight struct {
 	// started is the Clock's monotonic time the pass began gathering.
 	started    time.Duration
 	firstDirty int64
-	next       int64 // the next offset to gather
-	dirty      []dirtyEntry
-	bytes      int64 // the entry bytes in dirty
-	gathered   bool
-	w          *compacted.Writer
-	// job is the token of the write or (commit) the commit job in flight.
+	// fromLogStart: a first pass, whose dirty section begins at the batch
+	// holding the decision's log start.
+	fromLogStart bool
+	next         int64 // the next offset to gather
+	dirty        []dirtyEntry
+	bytes        int64 // the entry bytes in dirty
+	gathered     bool
+	w            *compacted.Writer
+	// job is the token of the write step or (commit) the commit job in
+	// flight.
 	job    uint64
 	commit bool
-	// res is the write job's outcome: set by the job, read on the loop
-	// after its SyncDone.
-	res compact.Result
-	// held: the next job (the write once gathered, or the commit once
-	// written) waits for the node's compaction I/O budget
-	// (passBudgetHeld); passStep queues it when the budget is paid.
+	// The write runs as steps (compact.Pass), each a job of its own, of
+	// passStepBytes each: log is what they read, pass the Pass (made by
+	// the first step), written set by the step that ended it, res its
+	// outcome; all set by the jobs and read on the loop after their
+	// SyncDone. steps counts the step jobs done, charged the bytes the
+	// budget was charged for them so far (prefix read and batches
+	// written).
+	log     compact.Log
+	pass    *compact.Pass
+	written bool
+	res     compact.Result
+	steps   int
+	charged int64
+	// held: the next job (the first write step once gathered, the next
+	// step, or the commit once written) waits for the node's compaction
+	// I/O budget (passBudgetHeld); passStep queues it when the budget is
+	// paid.
 	held bool
 }
 
@@ -174,19 +201,19 @@ type passFlight struct {
 // replicas' passes as Kafka's throttler is by its cleaner threads, measured
 // on the Clock's monotonic time. A pass is charged, as debt, every byte it
 // reads and writes: the raft entry bytes each gathering step read (when
-// the step ends), then at the write job's end the prefix input it read
-// and the batches it wrote (its Stats' BytesIn past the gathered bytes,
-// and BytesOut). A gathering step, the write job and the commit job
-// each start only once the debt so far is paid (now at or past freeAt);
-// until then the pass holds (passFlight.held) and passStep, which the
-// loop calls every tick while a pass is active, looks again. So a pass
-// that read and wrote N bytes at B bytes a second takes at least N/B
-// from its first gathering step to its switch, and nothing else on the
-// loop waits for it: produce and fetch go on. The write job itself runs
-// at full speed (one Compact call; the debt it leaves holds its commit
-// and the node's next steps), so the rate holds on average over a pass,
-// not within one write job. 0: unlimited, no pass ever holds (and the
-// clock is not read for it).
+// the step ends), then at the end of each write step the compacted
+// prefix's bytes it read (both of a pass's walks read them) and the
+// batches it wrote (compact.Pass's Progress). The write runs in steps of
+// passStepBytes of input (a tenth of a second of the budget), each a job
+// of its own: a gathering step, each write step and the commit job start
+// only once the debt so far is paid (now at or past freeAt); until then
+// the pass holds (passFlight.held) and passStep, which the loop calls
+// every tick while a pass is active, looks again. So a pass that read
+// and wrote N bytes at B bytes a second takes at least N/B from its first
+// gathering step to its switch, the rate holds within its write (to a
+// step's bytes), not only on average over it, and nothing else on the
+// loop waits for it: produce and fetch go on. 0: unlimited, no pass ever
+// holds (and the clock is not read for it), and the write is one step.
 type passBudget struct {
 	freeAt time.Duration
 }
@@ -195,6 +222,19 @@ type passBudget struct {
 // debt: the next pass step must wait.
 func (c *Core) passBudgetHeld() bool {
 	return c.cfg.CompactionBytesPerSec > 0 && c.cfg.Clock.Monotonic() < c.passBudget.freeAt
+}
+
+// passStepsPerSec is how many write steps a second of the budget pays
+// for: a step reads about CompactionBytesPerSec/passStepsPerSec bytes.
+const passStepsPerSec = 10
+
+// passStepBytes is the input bytes one write step reads (at least one
+// batch): all of it without a budget.
+func (c *Core) passStepBytes() int64 {
+	if rate := c.cfg.CompactionBytesPerSec; rate > 0 {
+		return max(rate/passStepsPerSec, 1)
+	}
+	return math.MaxInt64
 }
 
 // passCharge adds n bytes of pass I/O to the node's budget debt.
@@ -280,8 +320,43 @@ func (c *Core) passCheck(g *group) {
 	}
 	if g.pass.stuck != "" {
 		c.installStep(g) // compaction_install.go
+		c.handOffStuck(g)
 	}
 	c.maybeReportPass(g)
+}
+
+// handOffStuck, on a stuck replica leading g while the engine's record is
+// behind its decision, starts a leadership transfer to the next voter
+// after this node (in ID order, cyclic) that raft saw active, unless a
+// transfer is in flight. Only a leader reports a pass (COMPACT_DONE), and
+// a stuck one runs none: while it leads, the record stays behind the
+// decision the other replicas passed, they no longer serve the record's
+// generation (servePrefix serves a replica's current one), and every
+// stuck replica, this one included, asks for it for ever (simnet seeds 9,
+// 12 and 98 with the compacted topic in every seed: the reads from
+// offset 0 failed on ErrReplicaRecovering 30 s long). A next voter stuck
+// too hands on in turn, so the leadership reaches a replica that passed.
+func (c *Core) handOffStuck(g *group) {
+	st := g.part.Compaction()
+	if st.Decision.Generation <= st.DoneGeneration {
+		return // the record's generation is current on the replicas that passed it
+	}
+	rs := g.raw.Status()
+	if rs.RaftState != raft.StateLeader || rs.LeadTransferee != 0 {
+		return
+	}
+	voters := slices.Sorted(slices.Values(g.confState.GetVoters()))
+	at, _ := slices.BinarySearch(voters, uint64(c.cfg.ID))
+	for i := 1; i < len(voters); i++ {
+		id := voters[(at+i)%len(voters)]
+		if pr, ok := rs.Progress[id]; id != uint64(c.cfg.ID) && ok && pr.RecentActive {
+			g.logs.log(slog.LevelWarn, "compaction stuck on the leader: handing the leadership on so a replica that passed reports it",
+				slog.Uint64("to", id), slog.String("why", g.pass.stuck))
+			c.touch(g)
+			g.raw.TransferLeader(id)
+			return
+		}
+	}
 }
 
 // passActive reports whether g has a pass to start or entries to gather.
@@ -342,16 +417,19 @@ func (c *Core) passStep(g *group) {
 			c.passStuck(g, fmt.Sprintf("prefix of generation %d, next decision of generation %d", gen, d.Generation))
 			return
 		}
-		first, start := p.store.End(), g.part.LogStartOffset()
+		// The pass starts at the prefix's end, or at the decision's log
+		// start on a first pass (gatherPass lowers it to the base of the
+		// batch holding it). A log start past the prefix's end (a TRIM:
+		// compact,delete, delete-records) changes nothing here: a TRIM
+		// drops no index entry of a compacted partition, and the pass
+		// drops what lies wholly below the decision's log start
+		// (engine/compact's rule 8), so every replica writes the same
+		// prefix whenever its pass runs.
+		first := p.store.End()
 		if gen == 0 {
-			first = start
-		} else if first < start {
-			// A TRIM moved the log start past the prefix (compact,delete;
-			// delete-records): a pass over what is left is not built.
-			c.passStuck(g, fmt.Sprintf("log start %d past the compacted prefix's end %d", start, first))
-			return
+			first = p.pending[0].LogStart
 		}
-		p.flight = &passFlight{d: c.bugPassDecision(g, p.pending[0]), firstDirty: first, next: first,
+		p.flight = &passFlight{d: c.bugPassDecision(g, p.pending[0]), firstDirty: first, next: first, fromLogStart: gen == 0,
 			started: c.cfg.Clock.Monotonic()} // planted-bug hook (-tags simbugs)
 	}
 	f := p.flight
@@ -364,7 +442,11 @@ func (c *Core) passStep(g *group) {
 	}
 	if f.held && f.w != nil {
 		f.held = false
-		c.queuePassCommit(g, f)
+		if f.written {
+			c.queuePassCommit(g, f)
+		} else {
+			c.queuePassStep(g, f)
+		}
 		return
 	}
 	f.held = false
@@ -388,6 +470,7 @@ func (c *Core) passStep(g *group) {
 		}
 		if c.passBudgetHeld() {
 			f.held = true // the write starts once the gathering is paid for
+			c.stats.CompactionBudgetHolds++
 			return
 		}
 	}
@@ -403,13 +486,17 @@ func (c *Core) gatherPass(g *group, f *passFlight) error {
 		f.gathered = true
 		return nil
 	}
-	locs, err := g.part.AppendLocations(p.locs[:0], f.next, passEntriesPerTick)
-	if err != nil {
-		return err
-	}
+	locs := g.part.AppendPassLocations(p.locs[:0], f.next, passEntriesPerTick)
 	p.locs = locs
-	if len(locs) > 0 && locs[0].BaseOffset > f.next {
-		return fmt.Errorf("%w: the raft log starts at offset %d, the pass at %d", raft.ErrCompacted, locs[0].BaseOffset, f.next)
+	if (len(locs) > 0 && locs[0].BaseOffset > f.next) || (len(locs) == 0 && f.next < g.part.HighWatermark()) {
+		// The index no longer holds the pass's input (a raft snapshot
+		// past this replica's prefix): stuck, never a pass over less.
+		return fmt.Errorf("%w: the raft log holds no batch at offset %d of the pass", raft.ErrCompacted, f.next)
+	}
+	if len(locs) > 0 && len(f.dirty) == 0 && f.fromLogStart && locs[0].BaseOffset < f.next {
+		// A first pass from a log start inside a batch (delete-records):
+		// the dirty section begins at that batch, as on every replica.
+		f.firstDirty, f.next = locs[0].BaseOffset, locs[0].BaseOffset
 	}
 	var bytes int
 	for _, loc := range locs {
@@ -444,10 +531,17 @@ func (c *Core) gatherPass(g *group, f *passFlight) error {
 	return nil
 }
 
-// startPassWrite begins the new generation and queues the write job.
+// startPassWrite begins the new generation and queues the first write
+// step.
 func (c *Core) startPassWrite(g *group, f *passFlight) {
 	s := g.pass.store
-	w, err := s.Begin(f.d.Generation, g.part.LogStartOffset())
+	// The new prefix's start: at or below every batch the pass may keep,
+	// one the log start falls inside included (DeleteRecords mid-batch).
+	start := min(f.d.LogStart, f.firstDirty)
+	if s.Generation() > 0 {
+		start = min(start, s.Start())
+	}
+	w, err := s.Begin(f.d.Generation, start)
 	if err != nil {
 		g.pass.flight = nil
 		c.passStuck(g, fmt.Sprintf("begin generation %d: %v", f.d.Generation, err))
@@ -455,13 +549,33 @@ func (c *Core) startPassWrite(g *group, f *passFlight) {
 	}
 	f.w = w
 	aborted := g.part.AppendAbortedTxns(nil, 0, g.part.HighWatermark())
-	log := passLog(storeInputs(s), f.dirty, f.firstDirty, aborted)
-	guard := c.replicaGuard(g.dir)
+	f.log = passLog(storeInputs(s), f.dirty, f.firstDirty, aborted)
+	c.queuePassStep(g, f)
+}
+
+// queuePassStep queues f's next write step: the first makes its Pass
+// (over the store's prefix and the gathered entries, into the Writer),
+// each goes on with it for passStepBytes, and the one that ends it sets
+// f.res.
+func (c *Core) queuePassStep(g *group, f *passFlight) {
+	guard, step := c.replicaGuard(g.dir), c.passStepBytes()
 	run := func() error {
 		return guard.do(func() error {
-			res, err := writePass(log, f.d, w)
-			f.res = res
-			return err
+			if f.pass == nil {
+				p, err := compact.NewPass(f.log, f.d, f.w.Append)
+				if err != nil {
+					return fmt.Errorf("compaction pass of generation %d: %w", f.d.Generation, err)
+				}
+				f.pass = p
+			}
+			done, err := f.pass.Step(step)
+			if err != nil {
+				return fmt.Errorf("compaction pass of generation %d: %w", f.d.Generation, err)
+			}
+			if done {
+				f.res, f.written = f.pass.Result(), true
+			}
+			return nil
 		})
 	}
 	f.job = c.queueJob(syncJob{g: g, run: run, pass: f, untimed: true})
@@ -495,12 +609,21 @@ func (c *Core) finishPassJob(token uint64, job syncJob, err error) {
 		return
 	}
 	if !f.commit {
-		c.passCharge(max(f.res.BytesIn-f.bytes, 0) + f.res.BytesOut)
-		if c.passBudgetHeld() {
-			f.held = true // passStep queues the commit once the pass is paid for
-			return
+		f.steps++
+		if f.pass != nil {
+			pr := f.pass.Progress()
+			c.passCharge(pr.PrefixBytesRead + pr.BytesWritten - f.charged)
+			f.charged = pr.PrefixBytesRead + pr.BytesWritten
 		}
-		c.queuePassCommit(g, f)
+		switch {
+		case c.passBudgetHeld():
+			f.held = true // passStep queues the next step or the commit once the pass is paid for
+			c.stats.CompactionBudgetHolds++
+		case !f.written:
+			c.queuePassStep(g, f)
+		default:
+			c.queuePassCommit(g, f)
+		}
 		return
 	}
 	g.pass.flight = nil

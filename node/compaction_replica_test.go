@@ -17,7 +17,6 @@ import (
 func compactedCluster(t *testing.T, seed uint64) (*cluster, TopicPartition) {
 	c := newMetaCluster(t, seed, 3, func(cfg *Config) {
 		retentionConfig(cfg)
-		cfg.CompactedTopicsUnfinished = true
 		cfg.CheckpointEntries = 16
 		cfg.PrefixChunkBytes = 256 // a prefix install takes several chunks
 	})
@@ -493,7 +492,6 @@ func TestMalformedChunkDropped(t *testing.T) {
 func clockedCompactedCluster(t *testing.T, seed uint64, now *time.Duration, cfgs ...func(*Config)) (*cluster, TopicPartition) {
 	c := newMetaCluster(t, seed, 3, func(cfg *Config) {
 		retentionConfig(cfg)
-		cfg.CompactedTopicsUnfinished = true
 		cfg.CheckpointEntries = 16
 		cfg.Clock = monoClock{now: now}
 		for _, f := range cfgs {
@@ -549,7 +547,9 @@ func TestPassFiguresRecorded(t *testing.T) {
 // node's monotonic clock from its gathering to its switch (the clock moves
 // 10 ms a tick, 1 ms a Process), it does end (all replicas agree on the
 // record), and while passes hold for the budget produce goes on: every
-// produce sent meanwhile is acknowledged. Without the budget the same pass
+// produce sent meanwhile is acknowledged; its write runs in several steps,
+// none of which reads and writes more than about a tenth of a second of
+// the budget (it ran as one job before). Without the budget the same pass
 // takes a few ms of this clock (TestPassFiguresRecorded).
 func TestPassBudgetHoldsPassNotProduce(t *testing.T) {
 	const budget = 4096
@@ -558,13 +558,28 @@ func TestPassBudgetHoldsPassNotProduce(t *testing.T) {
 	c.afterProcess = func(NodeID, *Core) { now += time.Millisecond }
 	c.fillPartition(kv, 60)
 	var heldTicks, producedWhileHeld int
+	// The write paces inside itself: a step reads about a tenth of a
+	// second of the budget (and one batch more), and the debt it leaves
+	// holds the next, so no tick sees a pass read from its prefix and
+	// write more than about twice that.
+	var stepMost int64
+	lastRead, steps := map[NodeID]int64{}, map[NodeID]int{}
 	for i := 0; i < 2000 && c.cores[c.ids[0]].byTP[kv].part.Compaction().DoneGeneration == 0; i++ {
 		now += 10 * time.Millisecond
 		c.tick(1)
 		held := false
 		for _, id := range c.ids {
-			if f := c.cores[id].byTP[kv].pass.flight; f != nil && f.held {
+			f := c.cores[id].byTP[kv].pass.flight
+			if f != nil && f.held {
 				held = true
+			}
+			if f != nil && f.pass != nil {
+				pr := f.pass.Progress()
+				read := pr.PrefixBytesRead + pr.BytesWritten // what the budget is charged (the raft entries were at gathering)
+				stepMost = max(stepMost, read-lastRead[id])
+				lastRead[id], steps[id] = read, max(steps[id], f.steps)
+			} else {
+				lastRead[id] = 0
 			}
 		}
 		if !held {
@@ -593,7 +608,14 @@ func TestPassBudgetHoldsPassNotProduce(t *testing.T) {
 		if n <= 0 || v.LastPassDuration < least {
 			t.Fatalf("node %d: a pass over %d bytes at %d B/s took %v, want at least %v", id, n, budget, v.LastPassDuration, least)
 		}
-		t.Logf("node %d: a pass over %d bytes took %v (at least %v); %d produces acknowledged while held", id, n,
-			v.LastPassDuration, least, producedWhileHeld)
+		t.Logf("node %d: a pass over %d bytes took %v (at least %v) in %d write steps; %d produces acknowledged while held", id, n,
+			v.LastPassDuration, least, steps[id], producedWhileHeld)
+		if steps[id] < 2 {
+			t.Fatalf("node %d: the pass's write ran in %d step: the budget does not pace inside it", id, steps[id])
+		}
 	}
+	if most := int64(2 * (budget/passStepsPerSec + 1024)); stepMost > most {
+		t.Fatalf("a pass read and wrote %d bytes in one tick, want at most %d (twice a tenth of a second of the budget and a batch)", stepMost, most)
+	}
+	t.Logf("a pass read and wrote at most %d bytes in a tick", stepMost)
 }

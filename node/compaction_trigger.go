@@ -27,13 +27,27 @@ const (
 )
 
 // maybeProposeCompact proposes the next COMPACT when g leads, its topic
-// compacts, none of ours is in flight and decideCompaction finds a pass
+// compacts (or did: dropPass), none of ours is in flight and decideCompaction finds a pass
 // due.
 func (c *Core) maybeProposeCompact(g *group) {
-	if !g.ret.configKnown || !g.ret.config.CleanupPolicy.Compacts() || isCoordinatorTopic(g.tp.Topic) {
+	if !g.ret.configKnown || isCoordinatorTopic(g.tp.Topic) {
 		return
 	}
-	if _, _, leading := g.leadership(); !leading {
+	if !g.ret.config.CleanupPolicy.Compacts() && g.part.Compaction().Decision.Generation == 0 {
+		return // never compacted (one altered to delete since still drops: dropPass)
+	}
+	if _, _, leading := g.leadership(); !leading || g.pass.stuck != "" {
+		// A stuck leader (compaction_install.go) decides nothing: its
+		// peers would pass the decision and then no longer serve the
+		// record's generation it must install first.
+		return
+	}
+	if g.pass.askedAt != 0 && c.ticks < g.pass.askedAt+c.installHoldTicks() {
+		// A stuck peer is installing (or about to install) a prefix: a
+		// new decision would replace the generation it needs on every
+		// replica that passes it, and the peer would chase generations
+		// for as long as passes come faster than an install (the
+		// simulator's seed 230: every replica stuck, none serving).
 		return
 	}
 	st := g.part.Compaction()
@@ -56,6 +70,15 @@ func (c *Core) maybeProposeCompact(g *group) {
 	g.ret.compactGen, g.ret.compactDeadline = d.Generation, c.ticks+uint64(c.cfg.RequestTimeoutTicks)
 	g.logs.log(slog.LevelDebug, "compaction proposed", slog.Uint64("generation", d.Generation),
 		slog.Int64("cleanable_end", d.CleanableEnd))
+}
+
+// installHoldTicks is how long a leader asked for its prefix decides no
+// pass: a stuck peer asks its peers in turn at each retention check and
+// waits up to a request timeout for each answer, so its next question to
+// this replica comes within two timeouts and a few checks; every chunk it
+// asks renews the hold.
+func (c *Core) installHoldTicks() uint64 {
+	return 2*uint64(c.cfg.RequestTimeoutTicks) + 4*uint64(c.cfg.RetentionCheckTicks)
 }
 
 // checkpointForCompaction starts the leader's checkpoint at once when it
@@ -93,7 +116,11 @@ func (c *Core) compactionFacts(g *group) compactionFacts {
 	st := g.part.Compaction()
 	from := max(st.CleanedTo, g.part.LogStartOffset())
 	f := compactionFacts{state: st, lastStable: g.part.LastStableOffset(), highWatermark: g.part.HighWatermark(),
-		checkpointed: from, activeSegment: g.part.HighWatermark(), offsetMapBytes: compactionMapBytes}
+		checkpointed: from, activeSegment: g.part.HighWatermark(), offsetMapBytes: compactionMapBytes,
+		logStart: g.part.LogStartOffset()}
+	if first := g.part.AppendPassLocations(g.ret.dirty[:0], st.CleanedTo, 1); len(first) > 0 {
+		f.belowStart = first[0].BaseOffset+int64(first[0].RecordCount) <= f.logStart
+	}
 	if b, ok := g.part.LastBatchThrough(g.checkpointIndex); ok {
 		f.checkpointed = b.BaseOffset + int64(b.RecordCount)
 	}

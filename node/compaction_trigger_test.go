@@ -2,6 +2,8 @@ package node
 
 import (
 	"testing"
+
+	"github.com/strandlog/strand/proto/strandpb"
 )
 
 // TestLeaderProposesCompact shows the wired trigger: on nodes that let a
@@ -14,7 +16,6 @@ import (
 func TestLeaderProposesCompact(t *testing.T) {
 	c := newMetaCluster(t, 24, 3, func(cfg *Config) {
 		retentionConfig(cfg)
-		cfg.CompactedTopicsUnfinished = true
 		cfg.CheckpointEntries = 16
 	})
 	c.createTopicWith(c.metaLeaderOf(), "kv", 1, 3, map[string]string{"cleanup.policy": "compact", "segment.bytes": "4096"})
@@ -55,7 +56,6 @@ func TestLeaderProposesCompact(t *testing.T) {
 func TestQuietCompactedTopicCompacts(t *testing.T) {
 	c := newMetaCluster(t, 28, 3, func(cfg *Config) {
 		retentionConfig(cfg)
-		cfg.CompactedTopicsUnfinished = true
 		cfg.CheckpointEntries = 1024
 	})
 	c.createTopicWith(c.metaLeaderOf(), "kv", 1, 3, map[string]string{"cleanup.policy": "compact", "segment.bytes": "4096"})
@@ -74,4 +74,49 @@ func TestQuietCompactedTopicCompacts(t *testing.T) {
 		}
 	}
 	c.checkSameState(kv)
+}
+
+// TestAskedLeaderHoldsPasses: a leader a stuck peer asked for its prefix
+// decides no pass for installHoldTicks, so the generation the peer installs
+// stays current; after the hold it decides again. Without the hold the
+// peer chased generations for as long as passes came faster than an
+// install (the simulator's seed 230: every replica stuck, the final read
+// short by 30 s).
+func TestAskedLeaderHoldsPasses(t *testing.T) {
+	c := newMetaCluster(t, 24, 3, func(cfg *Config) {
+		retentionConfig(cfg)
+		cfg.CheckpointEntries = 16
+	})
+	c.createTopicWith(c.metaLeaderOf(), "kv", 1, 3, map[string]string{"cleanup.policy": "compact", "segment.bytes": "4096"})
+	kv := TopicPartition{Topic: "kv"}
+	c.fillPartition(kv, 60)
+	c.tick(40)
+	lead := c.leader(kv)
+	first, ok := c.cores[lead].compactionDecision(kv)
+	if !ok || first.Generation == 0 {
+		t.Fatalf("no first decision: %+v", first)
+	}
+	core := c.cores[lead]
+	g := core.byTP[kv]
+	var peer NodeID
+	for _, id := range c.ids {
+		if id != lead {
+			peer = id
+			break
+		}
+	}
+	core.servePrefix(peer, &strandpb.PrefixRequest{Topic: wireTopic(g.tp.Topic, g.topicID), Partition: g.tp.Partition, Generation: first.Generation + 7})
+	hold := core.installHoldTicks()
+	for i := 0; i < 3; i++ {
+		c.fillPartition(kv, 30)
+		c.tick(int(hold) / 4)
+		if got, _ := core.compactionDecision(kv); c.leader(kv) == lead && got.Generation != first.Generation {
+			t.Fatalf("asked %d ticks ago, the leader decided %+v after %+v", core.ticks-g.pass.askedAt, got, first)
+		}
+	}
+	c.fillPartition(kv, 30)
+	c.tick(int(hold))
+	if got, _ := c.cores[c.leader(kv)].compactionDecision(kv); got.Generation <= first.Generation {
+		t.Fatalf("after the hold no new decision: %+v", got)
+	}
 }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -98,4 +99,18 @@ func TestWritePassReplicasAgree(t *testing.T) {
 	if got, want := dataRecords(t, storedPrefix(t, again)), []string{"a=2@3", "c=2@5"}; !slices.Equal(got, want) {
 		t.Fatalf("reopened prefix %q, want %q", got, want)
 	}
+}
+
+// writePass is a pass's write in one step (as queuePassStep's without a
+// budget): it compacts log with decision d straight into w, a Writer of
+// generation d.Generation from the store that holds the prefix log reads. Nothing is
+// synced: the commit job (w.Commit with Result's CleanedTo and Digest)
+// makes it durable and current; on an error the caller's Finish drops w
+// and the old generation stays.
+func writePass(log compact.Log, d compact.Decision, w *compacted.Writer) (compact.Result, error) {
+	res, err := compact.Compact(log, d, w.Append)
+	if err != nil {
+		return res, fmt.Errorf("compaction pass of generation %d: %w", d.Generation, err)
+	}
+	return res, nil
 }

@@ -131,8 +131,9 @@ type Config struct {
 	// CompactionBytesPerSec bounds the bytes per second this node's
 	// compaction passes read and write, all replicas together, as Kafka's
 	// log.cleaner.io.max.bytes.per.second (compaction_replica.go's
-	// passBudget): a pass holds between its steps while over it, never
-	// the loop. 0: unlimited.
+	// passBudget): a pass's write runs in steps of a tenth of a second of
+	// it, and a pass holds between its steps while over it, never the
+	// loop. 0: unlimited.
 	CompactionBytesPerSec int64
 	// PendingRequestsMax bounds the produces and fetches waiting in one
 	// group (default 4096); beyond it requests fail with ErrBusy.
@@ -144,13 +145,6 @@ type Config struct {
 	// SegmentAgeMax caps every topic's segment.ms (0: no cap); `strand
 	// dev` sets it low so retention shows within a minute.
 	SegmentAgeMax time.Duration
-	// CompactedTopicsUnfinished lets a create or alter through this node
-	// set cleanup.policy=compact,delete although compaction with retention
-	// is unfinished (issue 24: a TRIM past a replica's compacted prefix
-	// stops its passes; engine/compact's "Still to do"), for tests of the
-	// parts built. Off, such a request is refused as not enforced yet;
-	// node/server never sets it. cleanup.policy=compact is always taken.
-	CompactedTopicsUnfinished bool
 	// ObjectStore is the bucket tiered topics upload their sealed
 	// segments to (tier.go); nil: none, and remote.storage.enable=true is
 	// refused at create and alter.
@@ -524,4 +518,7 @@ type Core struct {
 	// (which may call back into the Core) see consistent state.
 	completions []func()
 	flushing    bool
+	// authParked are the requests the applied ACLs would refuse, waiting
+	// for the next Process to start their metadata ReadIndex (auth.go).
+	authParked []authWait
 }

@@ -277,9 +277,8 @@
 // only every second let it reach 30×. Rejected: each replica deleting by its own clock (replicas
 // would disagree on the log start); cutting a segment at the exact offset (a rewrite, R5).
 // Retention runs when the topic's cleanup.policy deletes (delete, compact,delete). On a topic whose
-// policy compacts (issue 24; compact is taken, compact,delete only under
-// Config.CompactedTopicsUnfinished: gateCompaction refuses it otherwise, engine/compact's doc says
-// what is left) the same check lets the leader propose a COMPACT
+// policy compacts (issue 24: compact and compact,delete; engine/compact's doc says what is left)
+// the same check lets the leader propose a COMPACT
 // (compaction_trigger.go: engine/compact's decision from LSO, its checkpoint, its open segment and
 // min.compaction.lag.ms by the clock), and every replica runs the pass of each decision it applied
 // (compaction_replica.go): in generation order, the dirty section's raft entries gathered on the
@@ -292,8 +291,17 @@
 // generation, a prefix that does not open, is damaged or differs from the record) is stuck and
 // installs the record's generation from a peer (compaction_install.go: PrefixRequest/PrefixChunk
 // in the peer frame, one voter at a time, chunks appended beside the old generation by untimed
-// storage jobs, Commit checking the record's digest before the switch); a log start past its
-// prefix (compact,delete, delete-records) still stops its passes. Reads
+// storage jobs, Commit checking the record's digest before the switch). compact,delete and
+// DeleteRecords: a TRIM moves the log start inside or past the prefix; COMPACT's apply stamps
+// the decision with the log start, a pass drops every batch wholly below it (engine/compact's
+// rule 8), and a TRIM drops no index entry of a compacted partition (each replica's own raft-log
+// trim does, bounded by its own prefix), so a pass lagging the record still finds its input and
+// every replica cuts its next generation alike; a first pass starts at the batch holding the
+// decision's log start, a prefix below a batch the log start falls inside. Retention weighs the
+// prefix first (retention.go prefixRetention: retention.ms at the first prefix batch whose
+// running maximum timestamp is young, retention.bytes by its segments, oldest first), then the
+// raft segments past it. A topic altered from compact to delete gets drop passes (dropPass)
+// while a batch no pass covers lies wholly below its log start. Reads
 // (compaction_fetch.go): a fetch below the replica's own prefix end is served from the prefix (the
 // compacted batches as stored; the Kafka listener serves them in Kafka's v2 form, fewer records
 // than the offset range), then from the raft log from the prefix end within the same budget; on
@@ -624,11 +632,19 @@
 // HandleAs(caller, req, respond) checks the caller's ACLs before anything is proposed (Kafka's
 // StandardAuthorizer rules; bindings, credentials and quotas live in the metadata group). The rules
 // are package node/authz, a function of the applied metadata; auth.go is the Core's side: the
-// switches (Config.Authorization, Config.SuperUsers), the planted-bug hook, and metadataBehind: a
-// refusal is decided only on a metadata state this node has caught up, so while its metadata
-// replica replays what it knows committed (a restart), rebuilds from its peers (a lost disk), knows
-// no leader or has not confirmed the leader's term (confirmMetadata, a ReadIndex per term, run by
-// Tick), a request the applied ACLs would refuse is answered UNAVAILABLE (retriable) instead. The
+// switches (Config.Authorization, Config.SuperUsers), the planted-bug hooks, and confirmThenHandle:
+// a refusal is decided only on metadata at least as new as a metadata ReadIndex started after the
+// request arrived, so it holds every ACL change acknowledged before the request was sent (an allow
+// stands on the applied state as it is). A request the applied ACLs would refuse, in whole or in
+// part, any kind of either protocol, is parked like a linearizable read: a ReadIndex on the
+// metadata group (forwarded to its leader from a follower), then, once this replica applied up to
+// it and Process reconciled it, the request is authorized and handled again from the start. A
+// follower hears the leader's commit index only from what reaches it, so without this it refused
+// on a state lacking a grant the leader had committed and acknowledged (simnet seed 45 without
+// features: confirmed once per term, as it was, was not enough; TestAuthorizationConfirmsAfterGrant).
+// The wait is bounded: no metadata leader known answers UNAVAILABLE at once, too many waits BUSY, a
+// read not served within the request timeout UNAVAILABLE, all retriable, never a refusal; a
+// replica rebuilding from its peers (a lost disk) answers UNAVAILABLE even when confirmed. The
 // whole security design (TLS, SASL, ACLs, quotas, negative tests) is in package node/server's doc;
 // the simulator turns authorization on in two seeds of three (simnet's operator actor).
 //

@@ -91,10 +91,6 @@ type group struct {
 	// none (elect.go).
 	freshCampaigns  int
 	freshCampaignAt uint64
-	// confirmedTerm is the metadata term in which a ReadIndex showed this
-	// metadata replica applied all its leader had committed, confirming
-	// the term it asked in (auth.go confirmMetadata; 0: none yet).
-	confirmedTerm, confirming uint64
 	// handedTo and handedTerm are the target and term of the last
 	// leadership transfer a full or stalled node started (diskfull.go).
 	handedTo   NodeID

@@ -31,7 +31,10 @@ const (
 // With Config.Authorization on, the request runs only if the applied ACLs
 // allow everything it needs (else it is answered TOPIC_, GROUP_ or
 // CLUSTER_AUTHORIZATION_FAILED, and nothing is written or read), and
-// answers that list everything list only what caller may describe.
+// answers that list everything list only what caller may describe. A
+// refusal is decided only on metadata confirmed current for the request
+// (auth.go: confirmThenHandle): until then the request waits, as a
+// linearizable read does, at most the request timeout.
 //
 // Every wait is bounded in ticks: produces and reads by RequestTimeoutTicks,
 // long polls by max_wait_ms, admin requests by timeout_ms (0: the request
@@ -47,7 +50,14 @@ func (c *Core) HandleAs(caller Caller, req *strandpb.Request, respond func(*stra
 		answer(&strandpb.Response{Error: c.wireError(ErrStopped, 0, nil)})
 		return
 	}
-	if req, answer = c.authorize(caller, req, answer); req == nil {
+	c.handle(caller, req, answer, false)
+}
+
+// handle authorizes req and runs it; answer carries the correlation id.
+// confirmed: the request's second pass, its refusals decided on metadata
+// confirmed current for it (auth.go: confirmThenHandle).
+func (c *Core) handle(caller Caller, req *strandpb.Request, answer func(*strandpb.Response), confirmed bool) {
+	if req, answer = c.authorize(caller, req, answer, confirmed); req == nil {
 		return
 	}
 	answer = c.filterAnswer(caller, req, answer)

@@ -303,15 +303,32 @@ var replicaSubdirs = []string{"/log", "/checkpoint", "/checkpoint/index", "/rejo
 // deletedName is the tombstone file in a deleted replica's directory.
 const deletedName = "deleted"
 
+// deletedTmpName is markDeleted's temporary file, renamed over
+// deletedName once written and synced in full.
+const deletedTmpName = "deleted.tmp"
+
 // markDeleted writes dir's tombstone, carrying the metadata version that
 // stopped the replica (a later move may place it here again:
 // deletedBefore) and, when known, the highest term it may have voted in
 // (floor+1; 0: unknown), and makes it durable: u64 version, then u64
-// floor+1, little-endian (older tombstones hold the version alone).
+// floor+1, little-endian (older tombstones hold the version alone). It is
+// written atomically: a temporary file written and synced, renamed to
+// deletedName, the directory synced; a kill or power loss at any point
+// leaves no tombstone or the whole one (TestTombstoneWrittenAtomically).
+// A tombstone written in place by older versions (created, then written)
+// could be left empty by a kill in between: deletedBefore still reads one
+// of another length as torn. A temporary file a crash left behind is
+// overwritten by the next markDeleted of the directory (the replica's
+// files are still there then: they go only after the tombstone is
+// durable).
 func markDeleted(cfg Config, dir string, version, floorPlusOne uint64) error {
 	data := binary.LittleEndian.AppendUint64(nil, version)
 	data = binary.LittleEndian.AppendUint64(data, floorPlusOne)
-	if err := writeFile(cfg.Disk, dir+"/"+deletedName, data); err != nil {
+	tmp := dir + "/" + deletedTmpName
+	if err := writeFile(cfg.Disk, tmp, data); err != nil {
+		return err
+	}
+	if err := cfg.Disk.Rename(tmp, dir+"/"+deletedName); err != nil {
 		return err
 	}
 	return cfg.Disk.SyncDir(dir)

@@ -51,6 +51,7 @@ func (c *Core) Process() error {
 		return c.fatal
 	}
 	defer c.flush()
+	c.startAuthConfirm() // auth.go: the requests parked since the last call
 	c.serveDeferredReads()
 	for round := 0; round < processRoundsMax; round++ {
 		n, err := c.processRound()

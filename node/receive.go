@@ -29,6 +29,10 @@ type Stats struct {
 	ReadyPolls           uint64 // groups asked HasReady by the Ready rounds (ready.go)
 	Quiesced             uint64 // times a leader quiesced its group (quiesce.go)
 	WokenBySilence       uint64 // quiesced followers woken because their leader's node went silent
+	// AuthorizationsParked counts requests the applied ACLs would have
+	// refused on a state not confirmed current, parked until a metadata
+	// read index confirmed it (auth.go: confirmThenHandle).
+	AuthorizationsParked uint64
 	// VotesWithheld counts vote and pre-vote messages, in or out, that a
 	// replica recovering from a lost disk did not step or send.
 	VotesWithheld uint64
@@ -73,6 +77,10 @@ type Stats struct {
 	// (compact.Stats' BytesIn and BytesOut).
 	CompactionBytesIn  uint64
 	CompactionBytesOut uint64
+	// CompactionBudgetHolds counts the times a pass's next write step or
+	// commit waited for the node's compaction I/O budget
+	// (Config.CompactionBytesPerSec).
+	CompactionBudgetHolds uint64
 	// PrefixInstalls counts compacted prefixes this node's stuck replicas
 	// installed from a peer (compaction_install.go), PrefixChunks the
 	// chunks they appended.
@@ -477,7 +485,8 @@ func (c *Core) Close() error {
 	}
 	defer c.flush()
 	c.closed = true
-	c.stopColdReads() // fetch_cold.go
+	c.stopColdReads()   // fetch_cold.go
+	c.stopAuthConfirm() // auth.go
 	var first error
 	for _, g := range c.groups {
 		for _, w := range g.produces {

@@ -273,6 +273,24 @@ func (c *Core) maybeTrim(g *group) {
 func (c *Core) retentionOffset(g *group, nowMs int64) int64 {
 	cfg := g.ret.config
 	segs := g.ret.segs
+	floor := int64(0) // the log start if no raft segment goes
+	if covered, ok := c.prefixTrimBound(g); ok {
+		// A partition that compacts: its oldest records are in the
+		// compacted prefix, which retention weighs first
+		// (prefixRetention); the raft segments it covers are skipped.
+		for len(segs) > 1 && segs[0].Last <= covered {
+			segs = segs[1:]
+		}
+		var raftBytes int64
+		for _, s := range segs {
+			raftBytes += s.Bytes
+		}
+		offset, stop := c.prefixRetention(g, nowMs, raftBytes)
+		if stop {
+			return offset
+		}
+		floor = offset
+	}
 	var total int64
 	for _, s := range segs {
 		total += s.Bytes
@@ -293,12 +311,67 @@ func (c *Core) retentionOffset(g *group, nowMs int64) int64 {
 		drop = k
 	}
 	if drop < 0 {
-		return 0
+		return floor
 	}
 	if b, ok := g.part.FirstBatchFrom(segs[drop].Last + 1); ok {
 		return b.BaseOffset
 	}
 	return g.part.HighWatermark()
+}
+
+// prefixRetention is retention over g's compacted prefix (compact,delete:
+// Kafka deletes cleaned segments older than retention.ms or beyond
+// retention.bytes like any other): the log start retention.ms asks for
+// within it is the first prefix batch whose running maximum timestamp is
+// at or after nowMs−retention.ms (Store.OffsetForTimestamp: batch
+// granularity, the prefix is not rewritten for it, the next pass drops what
+// lies below), and retention.bytes drops its segments oldest first while
+// the prefix's rest and raftBytes still hold retention.bytes; the further
+// of the two. stop is false when the whole prefix may go, with offset its
+// end (or 0 when it holds nothing past the log start): the raft segments
+// past it are weighed next, by the running maximum that covers the prefix
+// too. stop is true with offset 0 while this replica's prefix is unknown
+// (stuck, unreadable): no trim then.
+func (c *Core) prefixRetention(g *group, nowMs, raftBytes int64) (offset int64, stop bool) {
+	cfg := g.ret.config
+	if g.pass.stuck != "" || !c.openPrefix(g) {
+		return 0, true
+	}
+	s := g.pass.store
+	logStart := g.part.LogStartOffset()
+	if s.Generation() == 0 || s.End() <= logStart {
+		return 0, false
+	}
+	cut := logStart
+	if cfg.RetentionMs >= 0 {
+		from, found, err := s.OffsetForTimestamp(nowMs - cfg.RetentionMs)
+		switch {
+		case err != nil:
+			return 0, true
+		case !found:
+			cut = s.End()
+		default:
+			cut = max(cut, from)
+		}
+	}
+	if cfg.RetentionBytes >= 0 {
+		total := raftBytes
+		segs := s.Segments(nil)
+		for _, seg := range segs {
+			total += seg.Bytes
+		}
+		for _, seg := range segs {
+			if total-seg.Bytes < cfg.RetentionBytes {
+				break
+			}
+			total -= seg.Bytes
+			cut = max(cut, seg.End)
+		}
+	}
+	if cut >= s.End() {
+		return s.End(), false
+	}
+	return cut, true
 }
 
 // proposeTrim proposes a TRIM entry moving g's log start to offset.

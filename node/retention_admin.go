@@ -3,7 +3,6 @@ package node
 import (
 	"fmt"
 
-	"github.com/strandlog/strand/engine/compact"
 	"github.com/strandlog/strand/engine/metadata"
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -42,9 +41,6 @@ func (c *Core) handleAlterConfigs(req *strandpb.AlterConfigsRequest, answer func
 		}
 		data, err := metadata.EncodeAlterTopicConfig(name, sets, t.GetDeletes())
 		if err == nil {
-			err = c.gateCompaction(sets)
-		}
-		if err == nil {
 			err = c.gateTiering(sets)
 		}
 		if err != nil {
@@ -67,29 +63,6 @@ func (c *Core) handleAlterConfigs(req *strandpb.AlterConfigsRequest, answer func
 			finish(i, r)
 		})
 	}
-}
-
-// gateCompaction refuses cleanup.policy=compact,delete unless
-// Config.CompactedTopicsUnfinished: a topic must not claim a policy no
-// node enforces yet, and a TRIM past a replica's compacted prefix stops
-// its passes (engine/compact's doc, "Still to do"). cleanup.policy=compact
-// is taken. The gate sits here, before proposing, not in the metadata
-// state machine, so a node's configuration never changes what a
-// replicated command does.
-func (c *Core) gateCompaction(sets []metadata.ConfigEntry) error {
-	if c.cfg.CompactedTopicsUnfinished {
-		return nil
-	}
-	for _, e := range sets {
-		if e.Name != metadata.ConfigCleanupPolicy {
-			continue
-		}
-		if p, err := compact.ParsePolicy(e.Value); err == nil && p.Compacts() && p.Deletes() {
-			return fmt.Errorf("%w: %s=%s is not enforced yet (a compacted topic cannot also delete by retention.ms or retention.bytes); use compact or delete",
-				metadata.ErrInvalidConfig, e.Name, e.Value)
-		}
-	}
-	return nil
 }
 
 // handleDeleteRecords moves each partition's log start to before_offset
@@ -148,8 +121,8 @@ func (c *Core) deleteRecords(tp TopicPartition, topicID []byte, before int64, ti
 	}
 	if p := g.ret.config.CleanupPolicy; g.ret.configKnown && p.Compacts() && !p.Deletes() {
 		// As Kafka (its POLICY_VIOLATION): a compacted topic keeps every
-		// key's latest value; a log start past a replica's compacted
-		// prefix would also stop its passes (engine/compact's doc).
+		// key's latest value. compact,delete takes it (engine/compact's
+		// rule 8 cuts the compacted prefix at the new log start).
 		fail(fmt.Errorf("%w: records cannot be deleted from %s: its cleanup.policy is compact", ErrInvalidRequest, tp.Topic), lead)
 		return
 	}

@@ -22,7 +22,6 @@ func (c *Core) registerServices() {
 		{needsMeta: true, tick: c.maybeRegister},   // meta.go
 		{needsMeta: true, tick: c.maybeChangeMembership},
 		{needsMeta: true, tick: c.maybeReportLeaders}, // identity.go
-		{needsMeta: true, tick: c.confirmMetadata},    // auth.go
 		{tick: c.retentionTick},                       // retention.go
 		{tick: c.expireSessions},                      // longpoll.go
 		{tick: c.sweepGroups},                         // groups_sweep.go

@@ -121,7 +121,7 @@ func tierPrefix(g *group) string {
 
 // gateTiering refuses remote.storage.enable=true when this node has no
 // object store, and, until tiered storage is finished, unless
-// Config.TieredStorageUnfinished. Like gateCompaction it sits before the
+// Config.TieredStorageUnfinished. Like the other config refusals it sits before the
 // proposal, never in the metadata state machine.
 func (c *Core) gateTiering(sets []metadata.ConfigEntry) error {
 	for _, e := range sets {

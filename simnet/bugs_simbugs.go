@@ -46,10 +46,12 @@ var TxnBugNames = []string{"LSOPassesOpenTxn", "DropAbortOnRestore", "MarkersBef
 	"LibCommitSkipsFlush"}
 
 // CompactBugNames are the compacted topics' planted bugs (engine/compact's
-// pass, raftlog/compacted's switch, node's CompactActiveSegment): they need
-// the compacted-topic workload (Options.Compacted, wire_kv.go).
+// pass, raftlog/compacted's switch, node's CompactActiveSegment and
+// CompactDeleteUncut): they need the compacted-topic workload
+// (Options.Compacted, wire_kv.go); CompactDeleteUncut a compact,delete
+// seed of it (kvCompactDelete).
 var CompactBugNames = []string{"CompactKeepsOlder", "TombstoneEarly", "CompactDropsLastRecord", "CompactSwitchNotAtomic",
-	"CompactActiveSegment", "PrefixInstallUnchecked"}
+	"CompactActiveSegment", "PrefixInstallUnchecked", "CompactDeleteUncut"}
 
 // TierBugNames are tiered storage's planted bugs (node/tier.go): they
 // need the seeds that draw Options.Tiered.
@@ -149,8 +151,12 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.RemoveBeforeCaughtUp = true
 	case "AuthSkipsAlterQuotas": // needs authorization on (the operator draws it)
 		cfg.Bugs.AuthSkipsAlterQuotas = true
+	case "AuthRefusesUnconfirmed": // needs authorization on (the operator draws it)
+		cfg.Bugs.AuthRefusesUnconfirmed = true
 	case "CompactActiveSegment": // needs Options.Compacted
 		cfg.Bugs.CompactActiveSegment = true
+	case "CompactDeleteUncut": // needs a compact,delete kv seed (kvCompactDelete)
+		cfg.Bugs.CompactDeleteUncut = true
 	case "PrefixInstallUnchecked": // needs Options.Compacted and a stuck replica
 		cfg.Bugs.PrefixInstallUnchecked = true
 	case "MarkersBeforeDecision": // needs Options.Txn

@@ -82,6 +82,9 @@ func TestSimCatchRate(t *testing.T) {
 			if slices.Contains(CompactBugNames, bug) && !o.Compacted {
 				continue // the seed did not draw the compacted-topic workload
 			}
+			if bug == "CompactDeleteUncut" && !kvCompactDelete(o) {
+				continue // the seed's kv topic is compact only: no trim
+			}
 			if slices.Contains(TxnBugNames, bug) && !o.Txn {
 				continue // the seed did not draw the transactional workload
 			}

@@ -68,7 +68,9 @@
 // and, once on in the standard sample, two more: a stalled leader handed its leadership, attempt
 // after attempt, to a move's leaver that could not campaign (node/diskfull.go handOffTarget, seed
 // 68), and a restarted node refused an allowed principal on metadata it had not confirmed current
-// (node/auth.go metadataBehind, seed 197).
+// (node/auth.go, seed 197; then a node that had confirmed it once in the leader's term refused the
+// same on a grant it had not heard of, seed 45 without features: the grant check and its probe,
+// operator_grants.go).
 // Cost: 192 seeds per CPU-minute drawn against 160 for the old fixed configuration, on 2 shared
 // cores at load 3 (fewer checkpoints, segment rolls and raft ticks outweigh the longer virtual time);
 // the standard sample with the draw on, 150–156 at load 10–15, 189 at load 3. Later features
@@ -134,7 +136,8 @@
 // Heartbeat through kafkaproto; commits in their generation) checked across coordinator fail-overs,
 // their acknowledged commits read back while they run and once more after the heal
 // (wire_classic.go). Options.Compacted (one seed in four; TestSimCompacted) runs a key-value
-// workload on a compacted topic, sim-kv (cleanup.policy=compact, taken by default; wire_kv.go): clientlib's producer writes updates and tombstones over 24 keys (one write event
+// workload on a compacted topic, sim-kv (cleanup.policy=compact; compact,delete in half those
+// seeds, with small retention, DeleteRecords and an alter to compact at the end: wire_kv.go): clientlib's producer writes updates and tombstones over 24 keys (one write event
 // in three a burst sent as one batch), clientlib's Consumer reads the partition from the start
 // every 1.5 s and after the heal, and each read is held to compaction's promises ("kv:"
 // failures); every replica's compacted prefix is checked as a power loss would leave it, after
@@ -142,7 +145,7 @@
 // outcome for the generation ("compaction:" failures, prefixes.go), and crashes and power cuts
 // are armed inside passes (compaction_cuts.go). Planted: CompactKeepsOlder, TombstoneEarly and
 // CompactDropsLastRecord in engine/compact, CompactSwitchNotAtomic in raftlog/compacted,
-// CompactActiveSegment in node. Options.Txn (seven seeds in ten) runs the transactional workload
+// CompactActiveSegment and CompactDeleteUncut in node. Options.Txn (seven seeds in ten) runs the transactional workload
 // (wire_txn.go): three transactional producers, each process a simulated clientlib Client with the
 // id's TransactionalID driven as an application drives it (InitTransactions, BeginTransaction,
 // Produce, CommitTransaction or AbortTransaction, in clientlib.SimRun tasks; half the commits right
@@ -241,6 +244,16 @@
 // LibAdminDropsRefusal (clientlib's user, ACL and quota calls take a definite refusal for success)
 // is caught by the intruder's clientlib calls in 125 of seeds 1-200 (TestSimCatchesLibAdminDropsRefusal;
 // 0 while the operator sent raw requests: no simulated client called them).
+// The grant check (operator_grants.go): a request of User:app or User:ops that reached a node after
+// the grants allowing it were acknowledged is never refused (whether they allow it all is asked of
+// package node/authz over a state of those grants alone; any request kind, native or Kafka). The
+// bootstrap grants come before the workload, when every node has just applied them, so a grant
+// probe grants User:ops DESCRIBE on a group "probe-N" of its own up to 16 times a run while the
+// workload runs and, once acknowledged, asks every node for that group's coordinator. Planted
+// AuthRefusesUnconfirmed (a refusal decided on applied metadata no read index confirmed current) is
+// caught in 17 of seeds 1-30 of the standard sample (TestSimCatchesAuthRefusesUnconfirmed; 13 with 8
+// probes, 0 with the bootstrap grants alone), and in seed 45 without features, which found the
+// production bug.
 //
 // # Quotas and throttled connections
 //

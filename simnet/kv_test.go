@@ -23,7 +23,8 @@ const kvSeeds = 10
 // four): every check passes, passes compact records away, tombstones are
 // written and some removed after delete.retention.ms, bursts are written,
 // replicas' prefixes are compared (prefixes.go) at every durable step of
-// a pass, and a cut strikes inside a pass (compaction_cuts.go).
+// a pass, a cut strikes inside a pass (compaction_cuts.go), and the
+// compact,delete seeds' retention removes keys below the log start.
 func TestSimCompacted(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	seeds := uint64(kvSeeds)
@@ -40,14 +41,15 @@ func TestSimCompacted(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"kv/topic-created", "kv/acked", "kv/tombstone-acked", "kv/read", "kv/compacted-read", "kv/burst",
-		"check/prefix-compared", "check/prefix-step", "fault/cut-in-compaction"} {
+		"kv/compact-delete", "kv/retention-removed", "kv/altered-to-compact", "kv/delete-records", "check/prefix-compared", "check/prefix-step", "fault/cut-in-compaction"} {
 		if coverage.Count(name) == 0 {
 			t.Errorf("coverage row %s is zero over %d seeds", name, seeds)
 		}
 	}
-	t.Logf("kv rows: read %d compacted-read %d tombstone-removed %d acked %d maybe %d burst %d",
+	t.Logf("kv rows: read %d compacted-read %d tombstone-removed %d acked %d maybe %d burst %d compact-delete %d retention-removed %d",
 		coverage.Count("kv/read"), coverage.Count("kv/compacted-read"), coverage.Count("kv/tombstone-removed"),
-		coverage.Count("kv/acked"), coverage.Count("kv/maybe"), coverage.Count("kv/burst"))
+		coverage.Count("kv/acked"), coverage.Count("kv/maybe"), coverage.Count("kv/burst"),
+		coverage.Count("kv/compact-delete"), coverage.Count("kv/retention-removed"))
 	t.Logf("prefix rows: decided %d opened %d compared %d steps %d; cuts armed %d: power-cut-compaction %d kill-compaction %d cut-in-compaction %d",
 		coverage.Count("event/compaction-decided"), coverage.Count("check/prefix-opened"), coverage.Count("check/prefix-compared"),
 		coverage.Count("check/prefix-step"), coverage.Count("fault/compaction-cut-armed"),

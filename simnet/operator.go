@@ -35,6 +35,11 @@ import (
 //     list offsets; the answers that list everything list nothing; a
 //     clientlib call of the intruder fails with an authorization error
 //     or lists nothing (judgeIntruderLib);
+//   - a request of the workload's or the operator's principal that
+//     reached a node after the ACL grants allowing it were acknowledged is
+//     never refused (operator_grants.go: the grant check, and the grant
+//     probe that grants the operator a group mid-run and asks every node
+//     about it at once);
 //   - after the final drain, the state read back through the API (users,
 //     ACLs, quotas, the topic's configs, log starts, committed offsets,
 //     the members, the topics) shows each acknowledged change exactly as
@@ -117,6 +122,10 @@ type operator struct {
 	coordinator map[string]int
 	values      int64 // distinct values for the requests
 	verify      *opVerify
+	// grants are the ACL bindings acknowledged so far: bootstrapACLs once
+	// the admin's AlterAcls was, then the grant probe's (operator_grants.go).
+	grants []*strandpb.AclBinding
+	probe  *grantProbe
 }
 
 // newOperator draws the run's authorization and plans the requests; nil
@@ -200,7 +209,7 @@ func (ww *wireWorkload) caller(c *wireClient) node.Caller {
 		return node.Caller{Principal: node.Anonymous}
 	case c == ww.admin:
 		return node.Caller{Principal: principalAdmin, Host: "admin"}
-	case c == op.ops || ww.moves.owns(c) || ww.joins.owns(c):
+	case c == op.ops || ww.moves.owns(c) || ww.joins.owns(c) || op.probe != nil && c == op.probe.client:
 		// Moves, joins and decommissions are cluster administration:
 		// the operator's ACLs (ALL on the cluster) allow them.
 		return node.Caller{Principal: principalOperator, Host: "ops"}
@@ -304,6 +313,9 @@ func (op *operator) bootstrapStep(a *wireClient, reqs []*strandpb.Request, targe
 			}
 		}
 		if err == nil {
+			if reqs[0].GetAlterAcls() != nil {
+				op.grants = append(op.grants, reqs[0].GetAlterAcls().GetAdd()...)
+			}
 			a.attempts = 0
 			op.bootstrapStep(a, reqs[1:], target, then)
 			return
@@ -364,6 +376,7 @@ func (op *operator) start() {
 		op.intruderLib = op.ww.adminLib(op.intruder)
 	}
 	op.ops.after(op.pace(), op.step)
+	op.startGrantProbe() // operator_grants.go
 }
 
 // pace spaces the actions over the run: the workload issues its
@@ -553,8 +566,9 @@ func (op *operator) judgeIntruder(a opAction, r *opRequest, resp *strandpb.Respo
 		return
 	}
 	if resp.GetError().GetCode() == strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE {
-		// A node still replaying or rebuilding its metadata decides no
-		// refusal (node's metadataBehind): retriable, nothing done.
+		// A node whose metadata is not confirmed current within the
+		// request timeout, or is rebuilding, decides no refusal
+		// (node/auth.go confirmThenHandle): retriable, nothing done.
 		w.coverage.Inc("auth/undecided")
 		return
 	}

@@ -11,5 +11,7 @@ package simnet
 // catches it (kafka_sasl.go). LibAdminDropsRefusal is clientlib's (its
 // security admin calls, users, ACLs and quotas, take a definite refusal
 // for success): the intruder's clientlib calls catch it
-// (judgeIntruderLib).
-var OperatorBugNames = []string{"AuthSkipsAlterQuotas", "AcceptsAnyProof", "KafkaHandshakeAuthenticates", "LibAdminDropsRefusal"}
+// (judgeIntruderLib). AuthRefusesUnconfirmed is node's (a refusal decided
+// on applied metadata no read index confirmed current): the grant check
+// catches it (operator_grants.go).
+var OperatorBugNames = []string{"AuthSkipsAlterQuotas", "AuthRefusesUnconfirmed", "AcceptsAnyProof", "KafkaHandshakeAuthenticates", "LibAdminDropsRefusal"}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/strandlog/strand/engine/compact"
 	"github.com/strandlog/strand/raftlog/compacted"
 )
 
@@ -21,7 +22,10 @@ import (
 //   - a generation g > 0 ends at or below decision g's cleanable end (the
 //     reference replay's COMPACT entries): a pass never cleans what its
 //     decision left out (the open raft segment, the records past the
-//     leader's checkpoint, past min.compaction.lag.ms, past the LSO);
+//     leader's checkpoint, past min.compaction.lag.ms, past the LSO), and
+//     holds no batch wholly below decision g's log start (engine/compact's
+//     rule 8: compact,delete retention and a trim cut every replica's
+//     next generation at the log start);
 //   - every replica's generation g, and the engine's record of g (the
 //     first COMPACT_DONE the reference applied for it), have one end and
 //     one digest: passes are deterministic, so replicas that ran the same
@@ -96,6 +100,19 @@ func (d *digests) prefixStep(n *simNode, dir string) {
 	d.comparePrefix(n, dir)
 }
 
+// firstBatchLast is the last offset of s's first batch; false for an
+// empty prefix or one whose first batch does not read (Verify judged it).
+func firstBatchLast(s *compacted.Store) (int64, bool) {
+	for b, err := range s.Batches() {
+		if err != nil {
+			return 0, false
+		}
+		h, err := compact.DecodeHeader(b)
+		return h.LastOffset(), err == nil
+	}
+	return 0, false
+}
+
 // comparePrefix checks what a power loss now would keep of n's compacted
 // prefix in dir.
 func (d *digests) comparePrefix(n *simNode, dir string) {
@@ -129,6 +146,9 @@ func (d *digests) comparePrefix(n *simNode, dir string) {
 		if dec := r.decisions[gen-1]; s.End() > dec.CleanableEnd {
 			d.w.fail("compaction: node %d's prefix of generation %d ends at %d, past its decision's cleanable end %d",
 				n.id, gen, s.End(), dec.CleanableEnd)
+		} else if last, ok := firstBatchLast(s); ok && last < dec.LogStart {
+			d.w.fail("compaction: node %d's prefix of generation %d holds a batch ending at %d, wholly below its decision's log start %d",
+				n.id, gen, last, dec.LogStart)
 		}
 	}
 	d.notePrefix(g, gen, prefixOutcome{end: s.End(), digest: s.Digest(), who: fmt.Sprintf("node %d", n.id)})

@@ -15,6 +15,7 @@ type rejoinSeen struct {
 	full, throttled                   uint64
 	walRotations, walEarlyFlushes     uint64
 	trashJobs                         uint64
+	authParked                        uint64
 }
 
 // countRejoins adds to the coverage what n's core did for disk-loss
@@ -34,6 +35,8 @@ func (w *world) countRejoins(n *simNode) {
 	w.addDelta("event/wal-rotation", st.WALRotations-n.rejoins.walRotations)
 	w.addDelta("event/wal-early-flush", st.WALEarlyFlushes-n.rejoins.walEarlyFlushes)
 	w.addDelta("event/compaction-trash", st.TrashJobs-n.rejoins.trashJobs)
+	w.addDelta("auth/parked", st.AuthorizationsParked-n.rejoins.authParked) // a refusal waiting for a metadata read index
 	n.rejoins = rejoinSeen{full: st.DiskFullEntered, throttled: st.CatchUpThrottled, started: st.RejoinsStarted, done: st.RejoinsDone, withheld: st.VotesWithheld, repaired: st.ReplicasRepaired,
-		walRotations: st.WALRotations, walEarlyFlushes: st.WALEarlyFlushes, trashJobs: st.TrashJobs}
+		walRotations: st.WALRotations, walEarlyFlushes: st.WALEarlyFlushes, trashJobs: st.TrashJobs,
+		authParked: st.AuthorizationsParked}
 }

@@ -488,10 +488,14 @@ func (ww *wireWorkload) deliver(c *wireClient, target int, frame []byte, call *w
 	}
 	w.coverRequest(req)
 	_, hadQuota := n.round.Security().Quota(caller.Principal)
+	grants := ww.ops.grantsAt() // operator_grants.go
 	round := n.round
 	w.guardCall(n, func() {
 		round.Handle(caller, req, round.Meter(caller, req, func(resp *strandpb.Response, wait time.Duration) {
 			if n.up && n.incarnation == inc {
+				if grants != nil {
+					ww.ops.checkGrantRefusal(n, caller, req, resp, grants)
+				}
 				w.checkThrottle(n, caller, hadQuota, resp)
 				ww.throttle(call.libConn, wait)
 				if req.GetProduce() != nil {

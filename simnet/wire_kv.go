@@ -33,9 +33,19 @@ import (
 // the earliest offset now and then while the writer runs, and once more
 // after the final heal.
 //
+// One kv seed in two (kvCompactDelete, a function of the seed) makes the
+// topic cleanup.policy=compact,delete with retention.ms and retention.bytes
+// drawn small (kvRetention), so the leaders' retention trims move the log
+// start inside and past the compacted prefixes while passes run, under the
+// same faults; the reader's consumer then resets to the earliest offset
+// when a trim passes its position. When the writer is done the topic is
+// altered to compact (alterToCompact), so the final read checks every key
+// retention has not reached by then.
+//
 // Checks, on every read:
-//   - the log starts at 0 (a compacted topic's log start never moves) and
-//     offsets strictly increase;
+//   - the log starts at 0 (a compact topic's log start never moves; on a
+//     compact,delete one it may), no record is read below the log start
+//     its fetch answered with, and offsets strictly increase;
 //   - every record is a write the writer made, with its key, value (or
 //     null) and header, at the offset its acknowledgement named when it
 //     was acknowledged, never a write whose failure was definite, never
@@ -48,7 +58,9 @@ import (
 //     one), unless that write is a tombstone, no record of the key is
 //     left and delete.retention.ms (less the spread of the nodes' clock
 //     skews since the tombstone was sent, jumps included) had passed
-//     since the tombstone was sent.
+//     since the tombstone was sent, or the write lies below the log start
+//     a fetch of the read answered with (retention removed it: only on a
+//     compact,delete topic, never otherwise).
 const (
 	topicKV           = "sim-kv"
 	kvKeys            = 24
@@ -67,6 +79,11 @@ const (
 	// write, inside and past delete.retention.ms.
 	kvRestMin = 2 * time.Second
 	kvRestMax = 12 * time.Second
+	// On a compact,delete topic, one write event in kvDeleteEvery first
+	// deletes the records below up to kvDeleteStep offsets past the log
+	// start (deleteSome).
+	kvDeleteEvery = 25
+	kvDeleteStep  = 8
 )
 
 // kvCheckpointEntriesMax caps a seed's checkpoint interval when it runs
@@ -81,6 +98,27 @@ const (
 // the writes stop) passes come twice as often (TestSimCompacted: 52
 // decisions in 10 seeds, from 24).
 const kvCheckpointEntriesMax = 8
+
+// kvPolicyStream separates the policy draws from the seed's other uses.
+const kvPolicyStream = 0x6b76706f6c696379
+
+// kvCompactDelete reports whether a seed running the workload makes
+// topicKV cleanup.policy=compact,delete (one such seed in two): a function
+// of the seed alone, so the catch-rate sweep knows the seeds that ran it.
+func kvCompactDelete(o Options) bool { return o.Compacted && mix64(o.Seed^kvPolicyStream)&1 == 1 }
+
+// kvRetention is a compact,delete seed's retention.ms and retention.bytes
+// (-1: none; never both): seconds of a writer's run of some twenty, and a
+// few of the topic's 4 KiB segments, so trims come while the writer runs.
+func kvRetention(o Options) (ms, bytes int64) {
+	x := mix64(o.Seed ^ kvPolicyStream ^ 1)
+	ms = []int64{2000, 4000, 8000, -1}[x%4]
+	bytes = []int64{-1, 8 << 10, 16 << 10}[(x/4)%3]
+	if ms < 0 && bytes < 0 {
+		bytes = 16 << 10
+	}
+	return ms, bytes
+}
 
 // WithCompacted is o with the compacted-topic workload on.
 func WithCompacted(o Options) Options {
@@ -115,6 +153,12 @@ type kvSim struct {
 	prod   *clientlib.Client
 	cons   *clientlib.Client
 	writes []kvWrite
+	// deletes: topicKV is compact,delete (kvCompactDelete); trimming: a
+	// DeleteRecords of the writer's runs (deleteSome); logStart: the
+	// newest log start one answered with.
+	deletes  bool
+	trimming bool
+	logStart int64
 	// restUntil is, per key, until when the writer leaves it deleted
 	// after a tombstone (a read then finds the tombstone its latest).
 	restUntil [kvKeys]time.Duration
@@ -153,7 +197,7 @@ func newKVSim(ww *wireWorkload, first int) *kvSim {
 	if !ww.w.opts.Compacted {
 		return nil
 	}
-	s := &kvSim{ww: ww}
+	s := &kvSim{ww: ww, deletes: kvCompactDelete(ww.w.opts)}
 	s.writer = newWireClient(ww, first, kindMember)
 	s.writer.inFlightMax = wireInFlightChoices[s.writer.rng.IntN(len(wireInFlightChoices))]
 	s.writer.idempotent = true // the order check needs it (and compaction keeps producer state)
@@ -198,12 +242,20 @@ func (s *kvSim) start() {
 func (s *kvSim) create(attempt int) {
 	cfg := map[string]string{"cleanup.policy": "compact", "segment.bytes": strconv.Itoa(kvSegmentBytes),
 		"min.cleanable.dirty.ratio": "0.01", "segment.ms": "1000", "delete.retention.ms": strconv.FormatInt(kvDeleteRetention.Milliseconds(), 10)}
+	if s.deletes {
+		ms, bytes := kvRetention(s.ww.w.opts)
+		cfg["cleanup.policy"] = "compact,delete"
+		cfg["retention.ms"], cfg["retention.bytes"] = strconv.FormatInt(ms, 10), strconv.FormatInt(bytes, 10)
+	}
 	var err error
 	s.prod.SimRun(func(ctx context.Context) {
 		err = s.prod.CreateTopic(ctx, topicKV, 1, int32(s.ww.w.opts.Replication), cfg)
 	}, func() {
 		if err == nil || errors.Is(err, clientlib.ErrTopicExists) {
 			s.ww.w.coverage.Inc("kv/topic-created")
+			if s.deletes {
+				s.ww.w.coverage.Inc("kv/compact-delete")
+			}
 			s.writer.after(s.gap(), s.write)
 			s.reader.after(kvReadEvery, s.readDuringRun)
 			return
@@ -243,12 +295,46 @@ func (s *kvSim) write() {
 		n = 2 + s.writer.rng.IntN(kvBurstMax-1)
 		s.ww.w.coverage.Inc("kv/burst")
 	}
+	if s.deletes && !s.trimming && len(s.writes)%kvDeleteEvery == kvDeleteEvery-1 {
+		s.deleteSome()
+	}
 	gap := time.Duration(0)
 	for i := 0; i < n && len(s.writes) < kvWritesMax; i++ {
 		s.writeOne()
 		gap += s.gap() // a burst of n waits n think times: the writes span the same time
 	}
 	s.writer.after(max(gap, 1), s.write)
+}
+
+// deleteSome deletes the records below a few offsets past the log start
+// last seen (DeleteRecords, which Kafka takes on a compact,delete topic),
+// so trims cut into the compacted prefixes, mid-batch too, while passes
+// run, beside retention's (which seldom reaches a prefix holding only the
+// young latest values of a small key space). A few offsets a time: the
+// final read still judges most keys.
+func (s *kvSim) deleteSome() {
+	top := int64(-1)
+	for _, wr := range s.writes {
+		if wr.state == kvAcked {
+			top = max(top, wr.offset)
+		}
+	}
+	before := min(s.logStart+1+s.writer.rng.Int64N(kvDeleteStep), top+1)
+	if before <= s.logStart {
+		return
+	}
+	s.trimming = true
+	var logStart int64
+	var err error
+	s.prod.SimRun(func(ctx context.Context) {
+		logStart, err = s.prod.DeleteRecords(ctx, topicKV, 0, before)
+	}, func() {
+		s.trimming = false
+		if err == nil {
+			s.logStart = max(s.logStart, logStart)
+			s.ww.w.coverage.Inc("kv/delete-records")
+		}
+	})
 }
 
 // writeOne produces one update (or tombstone) of a drawn key.
@@ -297,12 +383,44 @@ func (s *kvSim) written(id int, r *clientlib.Record, err error) {
 	}
 }
 
-// stop counts the writer out of the workload, once.
+// stop counts the writer out of the workload, once: on a compact,delete
+// topic after altering it to compact (alterToCompact).
 func (s *kvSim) stop() {
-	if !s.stopped {
-		s.stopped = true
-		s.ww.clientDone()
+	if s.stopped {
+		return
 	}
+	if s.trimming {
+		s.writer.after(kvWriteGapMax, s.stop) // the DeleteRecords task first: one task a client
+		return
+	}
+	s.stopped = true
+	if s.deletes {
+		s.alterToCompact(0)
+		return
+	}
+	s.ww.clientDone()
+}
+
+// alterToCompact alters a compact,delete topicKV to cleanup.policy=compact
+// once the writer is done (topic alter under the seed's faults), so that
+// retention, which raced the passes while the writer ran, removes no more:
+// the final read then holds every key whose latest write is still past the
+// log start to compaction's promise. A failed alter is retried; given up,
+// the final read only excuses more keys (below the log start).
+func (s *kvSim) alterToCompact(attempt int) {
+	var err error
+	s.prod.SimRun(func(ctx context.Context) {
+		_, err = s.prod.AlterTopicConfig(ctx, topicKV, map[string]string{"cleanup.policy": "compact"}, nil)
+	}, func() {
+		if err == nil || attempt >= attemptsMax {
+			if err == nil {
+				s.ww.w.coverage.Inc("kv/altered-to-compact")
+			}
+			s.ww.clientDone()
+			return
+		}
+		s.writer.after(wireBackoff.Delay(attempt+1, s.writer.rng), func() { s.alterToCompact(attempt + 1) })
+	})
 }
 
 func kvKey(k int) []byte { return []byte("k" + strconv.Itoa(k)) }
@@ -349,10 +467,13 @@ type kvRead struct {
 	target   int64 // read until the position reaches it
 	answered bool  // a fetch answered: target covers its high-water mark
 	polls    int
-	failed   int // Polls in a row that brought an error and no record
-	logStart int64
-	recs     []*clientlib.Record
-	k        *clientlib.Consumer
+	failed   int   // Polls in a row that brought an error and no record
+	logStart int64 // the largest log start a fetch answered with
+	// below is the first record read below the log start its fetch
+	// answered with (nil: none).
+	below *clientlib.Record
+	recs  []*clientlib.Record
+	k     *clientlib.Consumer
 }
 
 // read reads topicKV from the earliest offset up to the high-water mark
@@ -360,8 +481,11 @@ type kvRead struct {
 // began; then checks, then runs then.
 func (s *kvSim) read(final bool, then func()) {
 	s.reading = true
-	rd := &kvRead{final: final, start: s.ww.w.now(), logStart: -1,
-		k: clientlib.NewConsumer(s.cons, clientlib.FetchMaxWait(libConsumerMaxWaitMin))}
+	opts := []clientlib.ConsumerOpt{clientlib.FetchMaxWait(libConsumerMaxWaitMin)}
+	if s.deletes {
+		opts = append(opts, clientlib.OffsetResetPolicy(clientlib.ResetEarliest)) // a trim may pass the position
+	}
+	rd := &kvRead{final: final, start: s.ww.w.now(), logStart: -1, k: clientlib.NewConsumer(s.cons, opts...)}
 	rd.k.Assign(topicKV, 0, clientlib.OffsetEarliest())
 	for _, wr := range s.writes {
 		if wr.state == kvAcked {
@@ -406,8 +530,11 @@ func (s *kvSim) poll(rd *kvRead, then func()) {
 				// a record committed during it may supersede one read.
 				rd.target = max(rd.target, f.HighWatermark)
 			}
-			if !rd.answered {
-				rd.answered, rd.logStart = true, f.LogStartOffset
+			rd.answered, rd.logStart = true, max(rd.logStart, f.LogStartOffset)
+			for _, r := range f.Records {
+				if r.Offset < f.LogStartOffset && rd.below == nil {
+					rd.below = r // checked with the read
+				}
 			}
 			rd.recs = append(rd.recs, f.Records...)
 		}
@@ -415,6 +542,11 @@ func (s *kvSim) poll(rd *kvRead, then func()) {
 		// An empty partition may answer no Poll with a fetch: a few
 		// polls at the target do.
 		if at := s.position(rd); at >= max(rd.target, 0) && (rd.answered || rd.polls >= 3) {
+			if !rd.answered {
+				// No fetch answered, no record came: the position is
+				// where "earliest" resolved, the log start then.
+				rd.logStart = max(rd.logStart, at)
+			}
 			s.reading = false
 			s.check(rd)
 			then()
@@ -465,6 +597,12 @@ func (s *kvSim) checkLatest(rd *kvRead, last []int64, fail func(string, ...any))
 			continue // still in flight, or it may be superseded unseen
 		}
 		if last[k] >= wr.offset {
+			continue
+		}
+		if wr.offset < rd.logStart {
+			// Below the log start: retention removed it (only a
+			// compact,delete topic's log start moves: check).
+			w.coverage.Inc("kv/retention-removed")
 			continue
 		}
 		if wr.tomb && last[k] < 0 {
@@ -524,8 +662,11 @@ func (s *kvSim) check(rd *kvRead) {
 			fmt.Sprintf(format, args...))
 	}
 	w.coverage.Inc("kv/read")
-	if rd.logStart > 0 {
-		fail("log start %d: a compacted topic's log start never moves", rd.logStart)
+	if rd.logStart > 0 && !s.deletes {
+		fail("log start %d: a compact topic's log start never moves", rd.logStart)
+	}
+	if rd.below != nil {
+		fail("record at offset %d read below the log start its fetch answered with", rd.below.Offset)
 	}
 	last := make([]int64, kvKeys) // per key, the offset of its last record read
 	for k := range last {

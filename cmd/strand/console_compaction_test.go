@@ -12,8 +12,10 @@ import (
 
 // The console of `strand dev` (compacted topics' gate open) lists a
 // compacted topic's partitions under its table once a pass has run: the
-// dirty ratio with the bytes on either side, and the generation done with
-// its time and cleaned-to offset (issue 24, "the console shows them").
+// dirty ratio with the bytes on either side, the generation done with its
+// time and cleaned-to offset, and the last pass's bytes read and written
+// and its time, as describe prints them (issue 24, "the console shows
+// them").
 func TestConsoleCompactionInBrowser(t *testing.T) {
 	skipShort(t)
 	chromium := chromiumPath(t)
@@ -31,7 +33,8 @@ func TestConsoleCompactionInBrowser(t *testing.T) {
 		return compactionGeneration(url, "users")
 	})
 	want := regexp.MustCompile(`<li data-compaction="users/0">partition 0 compaction: dirty ratio [01]\.\d\d \(dirty [^,]+, clean [^)]+\); ` +
-		`generation [1-9]\d* at 20\d\d-[^ ]+Z, cleaned to offset [1-9]`)
+		`generation [1-9]\d* at 20\d\d-[^ ]+Z, cleaned to offset [1-9][\d,]*; ` +
+		`last pass read [1-9][\d.]* [KMG]?i?B, wrote [1-9][\d.]* [KMG]?i?B in \d[\d.]* (ms|s|min)`)
 	// While a next pass is under way the record holds only its decision's
 	// time, and the line names the generation done without one: render
 	// again until no pass runs (the writes ended with the loop above).

@@ -25,6 +25,12 @@ var (
 	ErrOffsetMapTooSmall = errors.New("compact: offset map too small for one batch")
 )
 
+// ProducerExpirationMs is Kafka's producer.id.expiration.ms (24 hours):
+// a producer whose last batch's newest timestamp is this much older than a
+// pass's decision has expired, and rule 6 keeps its last batch no longer
+// when none of its records survive (engine's ProducerExpirationMs is this).
+const ProducerExpirationMs int64 = 24 * 60 * 60 * 1000
+
 // Decision is the replicated COMPACT decision the leader proposes (doc.go,
 // "Replicas"): every replica compacts its log with the same decision and
 // gets the same bytes.
@@ -41,6 +47,11 @@ type Decision struct {
 	// OffsetMapBytes sizes the offset map. It is part of the decision
 	// because where a full map stops the pass must be the same everywhere.
 	OffsetMapBytes int64
+	// LogStart is the partition's log start when the decision applied
+	// (stamped by the engine, not proposed: retention and delete-records
+	// move it through replicated TRIMs): every batch wholly below it goes
+	// (rule 8), whatever the other rules say.
+	LogStart int64
 }
 
 // Producer is a raft batch's producer identity, from its entry (Strand's
@@ -87,8 +98,14 @@ type Input struct {
 // rewrite); both calls must yield the same sequence. Aborted lists the
 // aborted transactions whose markers are still in the log (the engine's
 // aborted index), in any order.
+//
+// From, when set, yields what Batches does from the first batch that
+// holds offset or comes after it: a Pass run in steps resumes its walk
+// there (without it, a step walks Batches again from the start and skips
+// what came before).
 type Log struct {
 	Batches    func() iter.Seq2[Input, error]
+	From       func(offset int64) iter.Seq2[Input, error]
 	FirstDirty int64
 	Aborted    []AbortedTxn
 }
@@ -112,6 +129,9 @@ type Stats struct {
 	// MarkersRemoved are markers with no record of their transaction left
 	// and past their delete horizon.
 	MarkersRemoved int64
+	// RetentionRemoved are records (markers included) of batches wholly
+	// below the decision's LogStart (rule 8).
+	RetentionRemoved int64
 }
 
 // Result is the outcome of a pass.
@@ -137,32 +157,167 @@ type Result struct {
 // what it did. The same log and decision give the same bytes on every
 // machine; compacting the output again with the same decision gives it
 // back unchanged. Memory: the offset map (d.OffsetMapBytes), one batch,
-// and per producer id in the log a few words.
+// and per producer id in the log a few words. It is a Pass run in one
+// step.
 func Compact(log Log, d Decision, emit func(batch []byte) error) (Result, error) {
-	if err := d.Check(log.FirstDirty); err != nil {
-		return Result{}, err
-	}
-	plan, err := buildPlan(log, d)
+	p, err := NewPass(log, d, emit)
 	if err != nil {
 		return Result{}, err
 	}
-	w := newRewriter(log, d, plan, emit)
-	for in, err := range log.Batches() {
+	for {
+		done, err := p.Step(math.MaxInt64)
 		if err != nil {
 			return Result{}, err
 		}
-		if in.BaseOffset >= plan.cleanedTo {
-			break
-		}
-		if err := w.batch(in); err != nil {
-			return Result{}, err
+		if done {
+			return p.Result(), nil
 		}
 	}
-	result := Result{Stats: w.stats, CleanedTo: plan.cleanedTo, MapFull: plan.mapFull,
-		MapEntries: plan.offsets.entries, AbortedForgotten: w.forgotten}
-	w.digest.Sum(result.Digest[:0])
-	return result, nil
 }
+
+// Pass is Compact run in steps: each Step reads the log's batches from
+// where the last one stopped, until it has read a given number of bytes,
+// so its caller can pace a pass's reads and writes between steps (node's
+// compaction I/O budget). The two walks (the map's, then the rewrite's)
+// run one after the other across the steps; the output is Compact's
+// whatever the steps' sizes.
+type Pass struct {
+	log  Log
+	d    Decision
+	emit func([]byte) error
+	plan *plan
+	// planning: the map's walk (tracker, prevEnd and scratch are its);
+	// then w, the rewrite's.
+	planning bool
+	tracker  *abortedTracker
+	prevEnd  int64
+	scratch  []keyHash
+	w        *rewriter
+	// next is the offset the next step's walk resumes at (math.MinInt64:
+	// the log's start).
+	next     int64
+	progress Progress
+	done     bool
+	result   Result
+}
+
+// Progress is what a pass has read and written so far, in stored bytes:
+// the compacted prefix's batches it read (both walks read them) and the
+// raft batches (the caller's, usually in memory), and the batches it
+// emitted.
+type Progress struct {
+	PrefixBytesRead, RaftBytesRead, BytesWritten int64
+}
+
+// NewPass begins a pass of decision d over log; d is checked first
+// (ErrInvalidDecision).
+func NewPass(log Log, d Decision, emit func(batch []byte) error) (*Pass, error) {
+	if err := d.Check(log.FirstDirty); err != nil {
+		return nil, err
+	}
+	pl := &plan{cleanedTo: log.FirstDirty, offsets: newOffsetMap(d.OffsetMapBytes), lastData: make(map[int64]int64)}
+	return &Pass{log: log, d: d, emit: emit, plan: pl, planning: true, tracker: newAbortedTracker(log.Aborted),
+		prevEnd: -1, next: math.MinInt64}, nil
+}
+
+// Step goes on with the pass until it has read at least maxBytes of input
+// (one batch at least) or the pass ended, and reports whether it ended
+// (Result then holds its outcome). An error ends the pass: it is not to be
+// stepped again.
+func (p *Pass) Step(maxBytes int64) (bool, error) {
+	start := p.progress.PrefixBytesRead + p.progress.RaftBytesRead
+	for !p.done {
+		walked := true // the walk reached the log's end or the pass's
+		for in, err := range p.batches() {
+			if err != nil {
+				return false, err
+			}
+			if read := p.progress.PrefixBytesRead + p.progress.RaftBytesRead; read > start && read-start >= maxBytes {
+				p.next, walked = in.BaseOffset, false
+				break
+			}
+			stop, err := p.batch(in)
+			if err != nil {
+				return false, err
+			}
+			if stop {
+				break
+			}
+		}
+		if !walked {
+			return false, nil
+		}
+		p.endWalk()
+	}
+	return true, nil
+}
+
+// batches is the walk from p.next on.
+func (p *Pass) batches() iter.Seq2[Input, error] {
+	switch {
+	case p.next == math.MinInt64:
+		return p.log.Batches()
+	case p.log.From != nil:
+		return p.log.From(p.next)
+	}
+	return func(yield func(Input, error) bool) {
+		for in, err := range p.log.Batches() {
+			if err == nil && in.BaseOffset < p.next {
+				continue
+			}
+			if !yield(in, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// batch takes one batch of the current walk; stop: the walk is over.
+func (p *Pass) batch(in Input) (stop bool, err error) {
+	if p.planning {
+		stop, err = p.planBatch(in)
+	} else {
+		if in.BaseOffset >= p.plan.cleanedTo {
+			return true, nil
+		}
+		err = p.w.batch(in)
+	}
+	if err != nil {
+		return true, err
+	}
+	if !stop {
+		if in.BaseOffset < p.log.FirstDirty {
+			p.progress.PrefixBytesRead += int64(len(in.Data))
+		} else {
+			p.progress.RaftBytesRead += int64(len(in.Data))
+		}
+	}
+	if p.w != nil {
+		p.progress.BytesWritten = p.w.stats.BytesOut
+	}
+	return stop, nil
+}
+
+// endWalk ends the current walk: the map's starts the rewrite's from the
+// log's start; the rewrite's ends the pass.
+func (p *Pass) endWalk() {
+	p.next = math.MinInt64
+	if p.planning {
+		p.planning, p.scratch = false, nil
+		p.w = newRewriter(p.log, p.d, p.plan, p.emit)
+		return
+	}
+	p.done = true
+	p.result = Result{Stats: p.w.stats, CleanedTo: p.plan.cleanedTo, MapFull: p.plan.mapFull,
+		MapEntries: p.plan.offsets.entries, AbortedForgotten: p.w.forgotten}
+	p.w.digest.Sum(p.result.Digest[:0])
+}
+
+// Progress is what p has read and written so far.
+func (p *Pass) Progress() Progress { return p.progress }
+
+// Result is the outcome of a pass Step reported ended.
+func (p *Pass) Result() Result { return p.result }
 
 // Check reports whether a pass can run d over a log whose compacted prefix
 // ends at firstDirty; otherwise ErrInvalidDecision naming the field. The
@@ -172,8 +327,8 @@ func (d *Decision) Check(firstDirty int64) error {
 	switch {
 	case d.CleanableEnd < firstDirty:
 		return fmt.Errorf("%w: cleanable end %d below the compacted prefix's end %d", ErrInvalidDecision, d.CleanableEnd, firstDirty)
-	case d.TimeMs < 0 || d.DeleteRetentionMs < 0:
-		return fmt.Errorf("%w: time %d ms, delete.retention.ms %d", ErrInvalidDecision, d.TimeMs, d.DeleteRetentionMs)
+	case d.TimeMs < 0 || d.DeleteRetentionMs < 0 || d.LogStart < 0:
+		return fmt.Errorf("%w: time %d ms, delete.retention.ms %d, log start %d", ErrInvalidDecision, d.TimeMs, d.DeleteRetentionMs, d.LogStart)
 	case d.OffsetMapBytes < SlotBytes*2 || d.OffsetMapBytes > math.MaxInt32*SlotBytes:
 		return fmt.Errorf("%w: offset map of %d bytes (at least %d, at most %d)", ErrInvalidDecision,
 			d.OffsetMapBytes, SlotBytes*2, int64(math.MaxInt32)*SlotBytes)

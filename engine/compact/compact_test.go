@@ -283,3 +283,79 @@ func TestKafkaFormInput(t *testing.T) {
 		t.Fatalf("batch %+v", b)
 	}
 }
+
+// TestBelowLogStartDropped shows rule 8: a pass drops every batch wholly
+// below its decision's log start, from the compacted prefix and from the
+// raft log alike (a producer's kept last batch and an abort's marker too,
+// the abort then forgotten), keeps a batch the log start falls inside
+// whole, puts no key of a dropped batch in the map, and a second pass with
+// the same decision changes nothing.
+func TestBelowLogStartDropped(t *testing.T) {
+	var l testLog
+	p, q := Producer{ID: 9, Epoch: 1}, Producer{ID: 4, Epoch: 1}
+	l.produce(t, p, false, rec("a", "1", 10), rec("b", "1", 10))
+	first := l.produce(t, q, true, rec("x", "aborted", 11))
+	l.marker(q, false, first, 12)
+	l.produce(t, noProducer, false, rec("a", "2", 13), rec("c", "1", 13))
+	l.produce(t, noProducer, false, rec("d", "1", 14))
+	_, out := l.compact(t, decision(7, 100, 0))
+	wantRead(t, out, "b=1@1", "marker@3", "a=2@4", "c=1@5", "d=1@6")
+
+	cut := decision(7, 100, 0)
+	cut.LogStart = 5
+	res, out := out.compact(t, cut)
+	wantRead(t, out, "a=2@4", "c=1@5", "d=1@6")
+	if want := []AbortedTxn{{ProducerID: 4, FirstOffset: 2, LastOffset: 3}}; !slices.Equal(res.AbortedForgotten, want) || res.RetentionRemoved != 2 {
+		t.Fatalf("forgotten %v, removed below the log start %d", res.AbortedForgotten, res.RetentionRemoved)
+	}
+	again, out2 := out.compact(t, cut)
+	if again.Digest != res.Digest || len(out2.inputs) != len(out.inputs) {
+		t.Fatalf("a second pass changed the prefix: %+v", again)
+	}
+
+	// From the raft log: the dropped batches' keys hide nothing (a=1 at 0
+	// is gone with its batch, not by a newer value), the producer's last
+	// batch below the log start is not kept.
+	var r testLog
+	r.produce(t, p, false, rec("a", "1", 10), rec("b", "1", 10))
+	r.produce(t, noProducer, false, rec("c", "1", 11))
+	r.produce(t, noProducer, false, rec("b", "2", 12))
+	cut = decision(4, 100, 0)
+	cut.LogStart = 2
+	res, out = r.compact(t, cut)
+	wantRead(t, out, "c=1@2", "b=2@3")
+	if res.RetentionRemoved != 2 || res.BatchesOut != 2 {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+// TestExpiredProducerLastBatchDropped shows rule 6 bounded by producer
+// expiry: a producer's last batch with no survivor is kept while the
+// producer is younger than ProducerExpirationMs at the decision, and goes
+// once it expired (its newest timestamp that much before the decision's
+// time), as Kafka forgets an expired producer; a last batch with a
+// survivor stays either way, and a second pass changes nothing.
+func TestExpiredProducerLastBatchDropped(t *testing.T) {
+	var l testLog
+	p, q := Producer{ID: 9, Epoch: 3}, Producer{ID: 7, Epoch: 1}
+	l.produce(t, p, false, rec("a", "1", 10))
+	l.produce(t, q, false, rec("c", "1", 11))
+	l.produce(t, noProducer, false, rec("a", "2", 12))
+	_, young := l.compact(t, decision(3, 10+ProducerExpirationMs-1, 0))
+	wantRead(t, young, "c=1@1", "a=2@2")
+	if len(young.inputs) != 3 {
+		t.Fatalf("%d batches before expiry, want producer 9's empty last one kept", len(young.inputs))
+	}
+	res, expired := l.compact(t, decision(3, 10+ProducerExpirationMs, 0))
+	wantRead(t, expired, "c=1@1", "a=2@2")
+	if len(expired.inputs) != 2 || res.BatchesOut != 2 {
+		t.Fatalf("%d batches once expired, want producer 9's empty last one gone", len(expired.inputs))
+	}
+	if b, err := DecodeBatch(expired.inputs[0].Data); err != nil || b.ProducerID != 7 {
+		t.Fatalf("producer 7's batch with a survivor: %+v, %v", b, err)
+	}
+	again, _ := expired.compact(t, decision(3, 10+ProducerExpirationMs, 0))
+	if again.Digest != res.Digest {
+		t.Fatal("a second pass changed the prefix")
+	}
+}

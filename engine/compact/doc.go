@@ -98,11 +98,21 @@
 //     aborted index can drop them. (TestCommitMarkerKeptWhileRecordsRemain, TestAbortedRemoved)
 //  6. Each producer's last data batch below CleanedTo is kept, empty if none of its records
 //     survive, with its offset range, epoch and sequence, so producer state survives (Kafka's
-//     rule). (TestLastBatchOfProducerKept)
+//     rule), until the producer expires: an empty one whose newest timestamp is
+//     ProducerExpirationMs (producer.id.expiration.ms, 24 h) before the decision's time goes, so
+//     kept batches are bounded by the producers active within a day, not by every producer id
+//     ever seen. (TestLastBatchOfProducerKept, TestExpiredProducerLastBatchDropped)
 //  7. Deterministic: the same log and decision give the same bytes and Result.Digest (SHA-256 of
 //     the emitted batches) on every machine; a second pass with the same decision over the output
 //     gives it back unchanged (horizons are compared strictly, so a pass never removes what the
 //     same decision stamped). No map iteration reaches the output. (TestCompactModel)
+//  8. Retention (cleanup.policy=compact,delete, DeleteRecords): every batch wholly below
+//     Decision.LogStart goes, from the prefix and the raft log alike (a producer's kept last batch
+//     and a marker too; an abort's is then AbortedForgotten), and no key of it enters the map; a
+//     batch the log start falls inside stays whole (its records below the log start are never
+//     served: a fetch starts at the log start). LogStart is stamped by the engine when the COMPACT
+//     applies (the log start then), not proposed, so every replica's pass drops the same batches
+//     whenever it runs. (TestBelowLogStartDropped)
 //
 // # Replicas: a replicated decision, a deterministic pass
 //
@@ -149,8 +159,7 @@
 // files, their sparse index (offset → position, running max timestamp) and atomic switch
 // (raftlog/compacted; every segment synced at Commit, none before). Node side, built and tested:
 // engine/metadata stores and checks every setting here (Config.Set/Validate) and takes compact and
-// compact,delete; the node takes compact and refuses compact,delete before proposing
-// (gateCompaction; open only under node.Config.CompactedTopicsUnfinished: see "Still to do");
+// compact,delete; the node takes both (rule 8 cuts a prefix at a TRIM's log start);
 // the produce path refuses a keyless record to a compacted topic (INVALID_RECORD), and a pass drops
 // keyless records a topic altered to compact still holds (rule 3); the leader proposes COMPACT when
 // decideCompaction finds a pass due (node's compaction_trigger.go; the clean side is its prefix,
@@ -221,18 +230,37 @@
 // I/O budget: node.Config.CompactionBytesPerSec (`strand serve
 // --compaction-bytes-per-sec`, Kafka's log.cleaner.io.max.bytes.per.second;
 // 0, the default, unlimited) bounds the bytes a node's passes read and
-// write, all replicas together, on the Clock's monotonic time: each pass
-// step (a gathering step, the write job, the commit job) starts only once
-// the bytes charged so far are paid for, so a pass over N bytes at B a
-// second takes at least N/B and nothing else on the loop waits (node's
-// passBudget; TestPassBudgetHoldsPassNotProduce). The write job itself
-// runs at full speed: the rate holds over a pass, not inside one job.
+// write, all replicas together, on the Clock's monotonic time: the write
+// runs as a Pass in steps of a tenth of a second of the budget, each a job,
+// and each pass step (a gathering step, a write step, the commit job)
+// starts only once the bytes charged so far are paid for, so a pass over N
+// bytes at B a second takes at least N/B, the rate holds inside its write
+// (to a step), and nothing else on the loop waits (node's passBudget;
+// TestPassBudgetHoldsPassNotProduce).
 // Each pass's bytes in and out and duration are kept per replica and
 // summed per node (node's CompactionView, Stats.CompactionBytesIn/Out;
 // /metrics, `topic describe`).
 //
-// The gate: a node takes cleanup.policy=compact; compact,delete stays
-// refused (node's gateCompaction) until a TRIM past a prefix is handled.
+// compact,delete and DeleteRecords (Kafka takes it on compact,delete):
+// a TRIM moves the log start inside or past the prefixes; rule 8 cuts
+// every replica's next generation there. The engine keeps what a lagging
+// replica's pass needs: on a partition with a record a TRIM drops no index
+// entry and no aborted transaction (each replica's own raft-log trim drops
+// the index entries its own prefix covers), and the decision records the
+// log start. The leader's retention weighs the prefix first (node's
+// prefixRetention: retention.ms at the first prefix batch whose running
+// maximum timestamp is young, retention.bytes by prefix segments), then
+// the raft segments past it. A topic altered from compact to delete gets
+// drop passes (node's dropPass: cleanable end at the log start) while a
+// batch no pass covers lies wholly below its log start. Tests in node:
+// TestCompactDeleteTrimCutsPrefix (DeleteRecords inside the prefix, mid
+// batch, then past it, then a restart), TestCompactAlteredToDeleteAndBack,
+// TestCompactDeleteRetentionWeighsPrefix; engine's
+// TestTrimKeepsUncoveredBatches. In the simulator: half the kv seeds are
+// compact,delete (simnet's kvCompactDelete: retention drawn small,
+// DeleteRecords now and then, an alter to compact when the writer is
+// done); planted CompactDeleteUncut (one replica's passes ignore the log
+// start).
 //
 // Still to do: the raft log's disk lags the prefix by up to a segment (whole segments go, and
 // a segment goes only once a COMPACT_DONE covering it is applied);
@@ -241,11 +269,13 @@
 // AbortedForgotten from the aborted index (through COMPACT_DONE, but only
 // once no replica can still serve those records: one whose own pass lags
 // reads them from its raft log, where read_committed needs the index to
-// hide them); bounding the kept last batches by producer
-// expiry (today one per producer id ever seen in the range); compact,delete
-// (refused; DeleteRecords on a compact topic is refused as Kafka does):
-// a log start past the prefix's end stops a replica's passes today;
-// ListOffsets by timestamp on a stuck
+// hide them; on a compacted partition a TRIM drops no aborted
+// transaction either, so today the aborted index of a compacted log only
+// grows); retention by
+// bytes counts the prefix's segments and the raft log's, not the raft
+// segments the prefix covers (a segment's lag); a topic altered from
+// compact to delete keeps its prefix until retention takes it (Kafka's
+// cleaned segments stay too); ListOffsets by timestamp on a stuck
 // replica whose raft log starts past its prefix looks from its first
 // batch. Built in the simulator: the key-value workload (simnet's
 // wire_kv.go), every replica's prefix checked as a power loss would leave
@@ -253,8 +283,8 @@
 // and power cuts inside passes (compaction_cuts.go), and issue 24's
 // planted bugs: CompactKeepsOlder, TombstoneEarly and
 // CompactDropsLastRecord here (bugs_simbugs.go), CompactSwitchNotAtomic in
-// raftlog/compacted, CompactActiveSegment and PrefixInstallUnchecked in
-// node.
+// raftlog/compacted, CompactActiveSegment, PrefixInstallUnchecked and
+// CompactDeleteUncut in node.
 //
 // # Tests
 //

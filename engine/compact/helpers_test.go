@@ -84,8 +84,46 @@ func (l *testLog) log() Log {
 // emitted batches, then the raft batches from CleanedTo on.
 func (l *testLog) compact(t fataler, d Decision) (Result, *testLog) {
 	t.Helper()
+	return l.compactWith(t, d, l.log(), Compact)
+}
+
+// compactInSteps is compact run as a Pass in steps of stepBytes, over
+// l's log with From when from is set (else each step walks Batches again).
+func (l *testLog) compactInSteps(t fataler, d Decision, stepBytes int64, from bool) (Result, *testLog) {
+	t.Helper()
+	log := l.log()
+	if from {
+		log.From = func(offset int64) iter.Seq2[Input, error] {
+			return func(yield func(Input, error) bool) {
+				for _, in := range l.inputs {
+					if in.BaseOffset >= offset && !yield(in, nil) {
+						return
+					}
+				}
+			}
+		}
+	}
+	return l.compactWith(t, d, log, func(log Log, d Decision, emit func([]byte) error) (Result, error) {
+		p, err := NewPass(log, d, emit)
+		if err != nil {
+			return Result{}, err
+		}
+		for steps := 0; steps <= 2*len(l.inputs)+2; steps++ {
+			done, err := p.Step(stepBytes)
+			if err != nil || done {
+				return p.Result(), err
+			}
+		}
+		t.Fatalf("a pass of %d batches in steps of %d bytes did not end", len(l.inputs), stepBytes)
+		return Result{}, nil
+	})
+}
+
+// compactWith is compact with run in Compact's place.
+func (l *testLog) compactWith(t fataler, d Decision, log Log, run func(Log, Decision, func([]byte) error) (Result, error)) (Result, *testLog) {
+	t.Helper()
 	out := &testLog{next: l.next}
-	res, err := Compact(l.log(), d, func(b []byte) error {
+	res, err := run(log, d, func(b []byte) error {
 		out.inputs = append(out.inputs, Input{BaseOffset: int64(binary.LittleEndian.Uint64(b[offBase:])), Data: bytes.Clone(b)})
 		return nil
 	})

@@ -33,39 +33,29 @@ type head struct {
 // bits) is not a concern: finding one is a preimage attack.
 var noKey = keyHash{}
 
-// buildPlan is the first pass: it walks the log up to the decision's
-// cleanable end, filling the offset map with the dirty section's keys
-// until the next batch would not fit (Kafka's buildOffsetMap stops the
-// same way, at a batch boundary here so every replica stops alike).
-func buildPlan(log Log, d Decision) (*plan, error) {
-	p := &plan{cleanedTo: log.FirstDirty, offsets: newOffsetMap(d.OffsetMapBytes), lastData: make(map[int64]int64)}
-	tracker := newAbortedTracker(log.Aborted)
-	prevEnd := int64(-1)
-	var scratch []keyHash
-	for in, err := range log.Batches() {
-		if err != nil {
-			return nil, err
-		}
-		if in.BaseOffset < prevEnd || in.BaseOffset < 0 {
-			return nil, fmt.Errorf("%w: batch at %d after one ending at %d", ErrInput, in.BaseOffset, prevEnd)
-		}
-		h, err := readHead(in, log.FirstDirty, tracker, scratch[:0])
-		if err != nil {
-			return nil, err
-		}
-		if h.dirty {
-			stop, err := p.admitDirty(in, &h, d, tracker)
-			if stop || err != nil {
-				return p, err
-			}
-		}
-		scratch = h.keys
-		if !h.control && h.producerID >= 0 {
-			p.lastData[h.producerID] = in.BaseOffset
-		}
-		prevEnd = h.end
+// planBatch is one batch of the first walk (the map's): it fills the
+// offset map with the dirty section's keys until the next batch would not
+// fit (Kafka's buildOffsetMap stops the same way, at a batch boundary here
+// so every replica stops alike), and reports when the walk stops.
+func (p *Pass) planBatch(in Input) (stop bool, err error) {
+	if in.BaseOffset < p.prevEnd || in.BaseOffset < 0 {
+		return true, fmt.Errorf("%w: batch at %d after one ending at %d", ErrInput, in.BaseOffset, p.prevEnd)
 	}
-	return p, nil
+	h, err := readHead(in, p.log.FirstDirty, p.tracker, p.scratch[:0])
+	if err != nil {
+		return true, err
+	}
+	if h.dirty {
+		if stop, err := p.plan.admitDirty(in, &h, p.d, p.tracker); stop || err != nil {
+			return true, err
+		}
+	}
+	p.scratch = h.keys
+	if !h.control && h.producerID >= 0 && h.end > p.d.LogStart {
+		p.plan.lastData[h.producerID] = in.BaseOffset
+	}
+	p.prevEnd = h.end
+	return false, nil
 }
 
 // admitDirty adds a dirty batch's keys to the map, or reports the pass
@@ -77,7 +67,7 @@ func (p *plan) admitDirty(in Input, h *head, d Decision, tracker *abortedTracker
 	if h.end > d.CleanableEnd {
 		return true, nil
 	}
-	if !h.control {
+	if !h.control && h.end > d.LogStart { // rule 8: a batch wholly below the log start hides nothing
 		if err := readKeys(in, h, tracker); err != nil {
 			return true, err
 		}

@@ -41,6 +41,9 @@ func (w *rewriter) batch(in Input) error {
 	w.stats.BatchesIn++
 	w.stats.BytesIn += int64(len(in.Data))
 	w.stats.RecordsIn += int64(len(b.Records))
+	if b.LastOffset() < w.decision.LogStart {
+		return w.belowLogStart(&b)
+	}
 	if b.Control {
 		return w.control(&b)
 	}
@@ -60,12 +63,35 @@ func (w *rewriter) batch(in Input) error {
 		w.txnKept[b.ProducerID] = true
 	}
 	last, isLast := w.plan.lastData[b.ProducerID]
-	if len(kept) == 0 && !(b.ProducerID >= 0 && isLast && last == b.BaseOffset) {
+	if len(kept) == 0 && !(b.ProducerID >= 0 && isLast && last == b.BaseOffset && !w.expired(&b)) {
 		return nil
 	}
 	b.MaxTimestampMs = inputMax
 	w.stampHorizon(&b)
 	return w.write(&b)
+}
+
+// expired reports whether b's producer expired at the decision (rule 6):
+// b's newest timestamp is ProducerExpirationMs or more before the
+// decision's time, as Kafka expires a producer by its last batch's
+// timestamp (producer.id.expiration.ms).
+func (w *rewriter) expired(b *Batch) bool {
+	return b.MaxTimestampMs <= w.decision.TimeMs-ProducerExpirationMs
+}
+
+// belowLogStart drops b, wholly below the decision's log start (rule 8):
+// a marker still ends its producer's transaction in the walk, and an
+// abort's goes from the engine's aborted index with it.
+func (w *rewriter) belowLogStart(b *Batch) error {
+	w.stats.RetentionRemoved += int64(len(b.Records))
+	if !b.Control {
+		return nil
+	}
+	if abort, wasAborted := w.tracker.marker(b.ProducerID, b.BaseOffset); wasAborted {
+		w.forgotten = append(w.forgotten, abort)
+	}
+	delete(w.txnKept, b.ProducerID)
+	return nil
 }
 
 // keep applies the record rules to r of b: aborted records go, records

@@ -278,10 +278,8 @@ var notEnforced = map[string]string{}
 // value, and every partition refuses records over 1 MiB
 // (recordbatch.RecordBytesMax); a larger value is refused. The
 // compaction settings are accepted whatever the policy, as Kafka accepts
-// them on a delete topic; compact,delete is accepted here and refused by
-// the node before it proposes (node's gateCompaction) until nodes enforce
-// it: a node's configuration must not change what a replicated command
-// does.
+// them on a delete topic; every cleanup.policy (delete, compact,
+// compact,delete) is enforced.
 func checkEnforced(key string, _ TopicConfig) error {
 	if why, ok := notEnforced[key]; ok {
 		return fmt.Errorf("%w: %s is not enforced yet (%s); leave it unset", ErrInvalidConfig, key, why)
@@ -304,9 +302,7 @@ func Enforced(key, value string) bool {
 	case ConfigLocalRetentionBytes:
 		return c.LocalRetentionBytes == LocalRetentionDefault
 	}
-	// compact is enforced; compact,delete not yet (node's gateCompaction:
-	// a retention trim past a replica's compacted prefix stops its passes).
-	return key != ConfigCleanupPolicy || !(c.CleanupPolicy.Compacts() && c.CleanupPolicy.Deletes())
+	return true
 }
 
 // reset puts key back to its default; an unknown key fails.

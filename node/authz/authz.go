@@ -41,19 +41,30 @@ type State interface {
 }
 
 // Authorizer decides a node's requests: the node builds one per request
-// when Config.Authorization is on (off, the node asks nothing). Its only
-// input that is not a read of applied state is Behind.
+// when Config.Authorization is on (off, the node asks nothing). Its
+// inputs that are not a read of applied state are Confirmed and Behind.
 type Authorizer struct {
 	// SuperUsers may do anything (Config.SuperUsers).
 	SuperUsers []Principal
 	// State is the applied metadata.
 	State State
-	// Behind reports whether the applied metadata cannot decide a refusal
-	// (it is still replaying, rebuilding or unconfirmed in the leader's
-	// term): a refusal is then answered UNAVAILABLE, which clients retry.
-	// It is called once per refused access, only when refusing; the node's
-	// may start a metadata ReadIndex (node/auth.go: metadataBehind).
+	// Confirmed: State is at least as new as a metadata read index taken
+	// after the request arrived (node/auth.go: confirmThenHandle), so it
+	// holds every ACL change acknowledged before the request was sent and
+	// may decide a refusal. Unconfirmed, Authorize answers nothing when it
+	// would refuse an access and reports the request pending: an allow
+	// stands on any applied state, a refusal only on a confirmed one.
+	Confirmed bool
+	// Behind reports whether a confirmed state still cannot decide a
+	// refusal (the node's metadata replica is rebuilding from its peers):
+	// a refusal is then answered UNAVAILABLE, which clients retry. It is
+	// called once per refused access, only when refusing on a confirmed
+	// state; nil is never behind.
 	Behind func() bool
+
+	// unconfirmed is set by refusal when it would refuse on an
+	// unconfirmed state (Authorize's pending answer).
+	unconfirmed *bool
 }
 
 // resource is what one request touches: a topic, a group, the cluster or
@@ -86,13 +97,21 @@ func (z Authorizer) allowed(caller Caller, a access) bool {
 	return z.State.Allowed(string(caller.Principal), caller.Host, a.res.typ, a.res.name, a.op)
 }
 
-// refusal is the typed error for a refused access. A node whose metadata
-// is behind (Behind) answers UNAVAILABLE instead, which clients retry: the
-// ACLs that allow the caller may be among what it has yet to apply, and a
-// definite refusal decided on an empty or replaying state would stop a
-// client that is allowed.
+// refusal is the typed error for a refused access. On a state not
+// Confirmed it marks the request pending (Authorize discards the answer);
+// a node whose confirmed metadata is behind (Behind) answers UNAVAILABLE
+// instead, which clients retry: the ACLs that allow the caller may be
+// among what it has yet to apply, and a definite refusal decided on a
+// lagging, empty or rebuilding state would stop a client that is allowed.
 func (z Authorizer) refusal(caller Caller, a access) *strandpb.Response {
-	if z.Behind() {
+	if !z.Confirmed {
+		if z.unconfirmed != nil {
+			*z.unconfirmed = true // Authorize discards the answer: pending
+		}
+		return requestError(strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE,
+			fmt.Sprintf("node: cannot authorize %s yet: this node's metadata is not confirmed current", caller.Principal))
+	}
+	if z.Behind != nil && z.Behind() {
 		return requestError(strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE,
 			fmt.Sprintf("node: cannot authorize %s yet: this node's metadata is still being replayed or rebuilt", caller.Principal))
 	}
@@ -130,7 +149,39 @@ func authRefusal(caller Caller, a access) *strandpb.Response {
 // and the answer to use, or a nil request when it answered. Requests that
 // list everything (Metadata without topics, DescribeTopics without names,
 // ListGroups, ListTransactions) are filtered, in FilterAnswer.
-func (z Authorizer) Authorize(caller Caller, req *strandpb.Request, answer func(*strandpb.Response)) (*strandpb.Request, func(*strandpb.Response)) {
+//
+// On a state not Confirmed, a request any of whose accesses would be
+// refused is pending: nothing is answered or run (nil request, nil
+// answer, pending true), and the caller asks again with Confirmed once
+// its metadata caught up with a read index taken after the request
+// arrived. A request allowed in whole is decided at once.
+func (z Authorizer) Authorize(caller Caller, req *strandpb.Request, answer func(*strandpb.Response)) (run *strandpb.Request, runAnswer func(*strandpb.Response), pending bool) {
+	if z.Confirmed {
+		run, runAnswer = z.authorize(caller, req, answer)
+		return run, runAnswer, false
+	}
+	var unconfirmed, decided bool
+	var held *strandpb.Response
+	z.unconfirmed = &unconfirmed
+	run, runAnswer = z.authorize(caller, req, func(resp *strandpb.Response) {
+		if !decided { // a whole-request refusal, answered during authorize
+			held = resp
+			return
+		}
+		answer(resp)
+	})
+	if unconfirmed {
+		return nil, nil, true
+	}
+	decided = true
+	if held != nil {
+		answer(held)
+	}
+	return run, runAnswer, false
+}
+
+// authorize is Authorize's decision, refusals answered as refusal says.
+func (z Authorizer) authorize(caller Caller, req *strandpb.Request, answer func(*strandpb.Response)) (*strandpb.Request, func(*strandpb.Response)) {
 	for _, a := range z.requestAccesses(caller, req) {
 		if !z.allowed(caller, a) {
 			answer(z.refusal(caller, a))

@@ -17,7 +17,9 @@ func (f fakeState) TopicByUUID(metadata.UUID) (string, bool) {
 }
 
 // TestAuthorizeWithoutANode shows the seam: authorization decided from a
-// State alone, per partition, with Behind turning a refusal retriable.
+// State alone, per partition, with Behind turning a refusal retriable and
+// a refusal on a state not Confirmed leaving the request pending,
+// unanswered.
 func TestAuthorizeWithoutANode(t *testing.T) {
 	alice := Caller{Principal: "User:alice", Host: "10.0.0.1"}
 	produce := func() *strandpb.Request {
@@ -25,12 +27,13 @@ func TestAuthorizeWithoutANode(t *testing.T) {
 			Partitions: []*strandpb.ProduceRequest_Partition{{Topic: "a"}, {Topic: "b", Partition: 1}}}}}
 	}
 	for _, tc := range []struct {
-		name   string
-		state  fakeState
-		super  bool
-		behind bool
-		runs   int                // partitions left to run; -1: answered at once
-		code   strandpb.ErrorCode // the answer's code for partition b, or the whole answer's
+		name        string
+		state       fakeState
+		super       bool
+		unconfirmed bool
+		behind      bool
+		runs        int                // partitions left to run; -1: answered at once; -2: pending
+		code        strandpb.ErrorCode // the answer's code for partition b, or the whole answer's
 	}{
 		{name: "one of two refused", state: fakeState{"topic/a/write": true}, runs: 1,
 			code: strandpb.ErrorCode_ERROR_CODE_TOPIC_AUTHORIZATION_FAILED},
@@ -39,15 +42,26 @@ func TestAuthorizeWithoutANode(t *testing.T) {
 		{name: "all refused", state: fakeState{}, runs: -1,
 			code: strandpb.ErrorCode_ERROR_CODE_TOPIC_AUTHORIZATION_FAILED},
 		{name: "super user", state: fakeState{}, super: true, runs: 2},
+		{name: "one refused unconfirmed", state: fakeState{"topic/a/write": true}, unconfirmed: true, runs: -2},
+		{name: "all refused unconfirmed", state: fakeState{}, unconfirmed: true, runs: -2},
+		{name: "allowed unconfirmed", state: fakeState{"topic/a/write": true, "topic/b/write": true}, unconfirmed: true, runs: 2},
 	} {
-		z := Authorizer{State: tc.state, Behind: func() bool { return tc.behind }}
+		z := Authorizer{State: tc.state, Confirmed: !tc.unconfirmed, Behind: func() bool { return tc.behind }}
 		if tc.super {
 			z.SuperUsers = []Principal{alice.Principal}
 		}
 		var got *strandpb.Response
-		run, answer := z.Authorize(alice, produce(), func(r *strandpb.Response) { got = r })
+		run, answer, pending := z.Authorize(alice, produce(), func(r *strandpb.Response) { got = r })
 		switch {
-		case tc.runs < 0:
+		case tc.runs == -2:
+			if !pending || run != nil || answer != nil || got != nil {
+				t.Errorf("%s: pending %v, ran %v, answered %v; want pending, nothing run or answered", tc.name, pending, run, got)
+			}
+			continue
+		case pending:
+			t.Errorf("%s: pending, want decided", tc.name)
+			continue
+		case tc.runs == -1:
 			if run != nil || got.GetError().GetCode() != tc.code {
 				t.Errorf("%s: ran %v, answered %v; want answered %v", tc.name, run, got, tc.code)
 			}

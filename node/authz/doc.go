@@ -17,9 +17,17 @@
 // listing (Metadata without topics, DescribeTopics without names, ListGroups, ListTransactions)
 // what the caller may not describe, not even its name.
 //
-// A refusal is decided only on a metadata state the node has caught up: while Behind reports true
-// a refused access is answered UNAVAILABLE (retriable) instead, since the bindings that allow it
-// may be among what is not applied yet (node/auth.go: metadataBehind). A partition named only by a
+// A refusal is decided only on a metadata state the node confirmed current for the request: at least
+// as new as a metadata read index taken after the request arrived (Confirmed), so it holds every ACL
+// change acknowledged before the request was sent. On a state not confirmed, Authorize answers
+// nothing for a request it would refuse in whole or in part and reports it pending; the node parks it
+// like a linearizable read and asks again once its metadata caught up (node/auth.go:
+// confirmThenHandle), or answers a retriable error when that does not happen within the request
+// timeout. An allow stands on any applied state (ACL grants propagate eventually, as in Kafka). On a
+// confirmed state that is still behind (Behind: a rebuilding replica) a refused access is answered
+// UNAVAILABLE (retriable), since the bindings that allow it may be among what is not applied yet.
+// Listings filtered by FilterAnswer read the applied state without confirmation (a listing shows
+// what the node has applied, ACLs as topics). A partition named only by a
 // topic id no applied topic has is not authorized but left to the handler, which answers
 // UNKNOWN_TOPIC_ID, as Kafka does, so a client follows a re-created topic.
 //

@@ -167,17 +167,22 @@ type apiPartition struct {
 // apiCompaction is a replica's node.CompactionView as the console shows
 // it: the dirty ratio and the bytes on either side, the last generation
 // done, its cleaned-to offset and decision time (ms, 0: none or a later
-// one under way), a pass under way, and why none can run.
+// one under way), a pass under way, why none can run, and the replica's
+// last pass: the bytes it read and wrote and how long it took (ms; all 0:
+// none since the node opened), as describe and /metrics give them.
 type apiCompaction struct {
-	DirtyRatio  float64 `json:"dirty_ratio"`
-	DirtyBytes  int64   `json:"dirty_bytes"`
-	CleanBytes  int64   `json:"clean_bytes"`
-	Generation  uint64  `json:"generation"`
-	CleanedTo   int64   `json:"cleaned_to"`
-	LastTimeMs  int64   `json:"last_time_ms"`
-	InProgress  bool    `json:"in_progress"`
-	Stuck       string  `json:"stuck,omitempty"`
-	NoLongerSet bool    `json:"no_longer_compacts,omitempty"`
+	DirtyRatio       float64 `json:"dirty_ratio"`
+	DirtyBytes       int64   `json:"dirty_bytes"`
+	CleanBytes       int64   `json:"clean_bytes"`
+	Generation       uint64  `json:"generation"`
+	CleanedTo        int64   `json:"cleaned_to"`
+	LastTimeMs       int64   `json:"last_time_ms"`
+	InProgress       bool    `json:"in_progress"`
+	Stuck            string  `json:"stuck,omitempty"`
+	NoLongerSet      bool    `json:"no_longer_compacts,omitempty"`
+	LastPassBytesIn  int64   `json:"last_pass_bytes_in"`
+	LastPassBytesOut int64   `json:"last_pass_bytes_out"`
+	LastPassMs       float64 `json:"last_pass_ms"`
 }
 
 // compactionAPI is cv as /api/topics gives it, nil when cv's topic does
@@ -188,7 +193,8 @@ func compactionAPI(cv node.CompactionView) *apiCompaction {
 	}
 	ac := &apiCompaction{DirtyRatio: cv.DirtyRatio(), DirtyBytes: cv.DirtyBytes, CleanBytes: cv.PrefixBytes,
 		Generation: cv.Done, CleanedTo: cv.CleanedTo, InProgress: cv.Decided > cv.Done, Stuck: cv.Stuck,
-		NoLongerSet: !cv.Compacts}
+		NoLongerSet: !cv.Compacts, LastPassBytesIn: cv.LastPassBytesIn, LastPassBytesOut: cv.LastPassBytesOut,
+		LastPassMs: float64(cv.LastPassDuration) / float64(time.Millisecond)}
 	if cv.Done > 0 && cv.Done == cv.Decided {
 		ac.LastTimeMs = cv.DecidedTimeMs
 	}

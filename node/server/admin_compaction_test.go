@@ -118,7 +118,8 @@ func TestCompactionVisible(t *testing.T) {
 	if i < 0 || topics.Topics[i].Partitions[0].Compaction == nil {
 		t.Fatalf("/api/topics lacks kv's compaction: %+v", topics)
 	}
-	if ac := topics.Topics[i].Partitions[0].Compaction; ac.Generation < pc.Done || ac.CleanedTo < pc.CleanedTo || ac.CleanBytes <= 0 {
+	if ac := topics.Topics[i].Partitions[0].Compaction; ac.Generation < pc.Done || ac.CleanedTo < pc.CleanedTo || ac.CleanBytes <= 0 ||
+		ac.LastPassBytesIn <= 0 || ac.LastPassBytesOut <= 0 || ac.LastPassBytesIn < ac.LastPassBytesOut || ac.LastPassMs < 0 {
 		t.Errorf("/api/topics compaction %+v, describe said %+v", ac, pc)
 	}
 	j := slices.IndexFunc(topics.Topics, func(at apiTopic) bool { return at.Name == "plain" })

@@ -99,7 +99,7 @@
 //     _last_pass_bytes_in, _last_pass_bytes_out, _last_pass_seconds (gathering to switch, on the
 //     node's monotonic clock); per node strand_compaction_passes_total,
 //     strand_compaction_diverged_total, strand_compaction_bytes_in_total and _bytes_out_total.
-//     /api/topics carries the same per partition (not yet the last pass's figures) and the
+//     /api/topics carries the same per partition (the last pass's figures too) and the
 //     console lists it under the topic's table (TestCompactionVisible). /readyz is 200 once the node is registered, knows a metadata leader and every hosted
 //     replica knows a leader and is within 256 entries of its commit; else 503 naming why. /readyz
 //     is the node's *own* readiness: a peer that is down leaves the others 200 (what a load
@@ -158,8 +158,10 @@
 //     StandardAuthorizer rules (deny wins; read, write, delete, alter imply describe); checks
 //     search only the caller's and User:*'s runs (597 ns at 1,000 bindings). Produce, Fetch and
 //     ListOffsets are refused per partition, every other request whole, before anything is
-//     proposed; listings drop what the caller may not describe; a request type with no mapping
-//     needs ALTER on the cluster. Kafka CreateAcls/DescribeAcls/DeleteAcls (30, 29, 31) map onto
+//     proposed; a refusal only on metadata confirmed current for the request (a metadata
+//     ReadIndex started after it arrived; until then it waits, at most the request timeout, then
+//     a retriable error: node/auth.go); listings drop what the caller may not describe; a
+//     request type with no mapping needs ALTER on the cluster. Kafka CreateAcls/DescribeAcls/DeleteAcls (30, 29, 31) map onto
 //     the same bindings.
 //   - Quotas: per principal produce and fetch byte rates in the metadata group; each node meters
 //     its own traffic with a token bucket (an x/time/rate limiter of one second's burst, in the

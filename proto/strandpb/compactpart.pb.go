@@ -38,8 +38,11 @@ type CompactionState struct {
 	DoneGeneration uint64 `protobuf:"varint,6,opt,name=done_generation,json=doneGeneration,proto3" json:"done_generation,omitempty"`
 	CleanedTo      int64  `protobuf:"varint,7,opt,name=cleaned_to,json=cleanedTo,proto3" json:"cleaned_to,omitempty"`
 	Digest         []byte `protobuf:"bytes,8,opt,name=digest,proto3" json:"digest,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The partition's log start when the decision applied (compact,delete,
+	// delete-records): the pass drops every batch wholly below it.
+	LogStart      int64 `protobuf:"varint,9,opt,name=log_start,json=logStart,proto3" json:"log_start,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CompactionState) Reset() {
@@ -128,11 +131,18 @@ func (x *CompactionState) GetDigest() []byte {
 	return nil
 }
 
+func (x *CompactionState) GetLogStart() int64 {
+	if x != nil {
+		return x.LogStart
+	}
+	return 0
+}
+
 var File_compactpart_proto protoreflect.FileDescriptor
 
 const file_compactpart_proto_rawDesc = "" +
 	"\n" +
-	"\x11compactpart.proto\x12\x06strand\"\xba\x02\n" +
+	"\x11compactpart.proto\x12\x06strand\"\xd7\x02\n" +
 	"\x0fCompactionState\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
@@ -144,7 +154,8 @@ const file_compactpart_proto_rawDesc = "" +
 	"\x0fdone_generation\x18\x06 \x01(\x04R\x0edoneGeneration\x12\x1d\n" +
 	"\n" +
 	"cleaned_to\x18\a \x01(\x03R\tcleanedTo\x12\x16\n" +
-	"\x06digest\x18\b \x01(\fR\x06digestB,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
+	"\x06digest\x18\b \x01(\fR\x06digest\x12\x1b\n" +
+	"\tlog_start\x18\t \x01(\x03R\blogStartB,Z*github.com/strandlog/strand/proto/strandpbb\x06proto3"
 
 var (
 	file_compactpart_proto_rawDescOnce sync.Once

@@ -132,21 +132,39 @@ func (s *Store) ReadBatches(dst []byte, offset int64, maxBytes, maxBatches int) 
 // Batches yields the current generation's batches in order, each checked
 // as Read checks it; a batch's bytes are valid until the next one. It is
 // what the next pass reads as its compacted prefix (compact.Log).
-func (s *Store) Batches() iter.Seq2[[]byte, error] {
+func (s *Store) Batches() iter.Seq2[[]byte, error] { return s.BatchesFrom(math.MinInt64) }
+
+// BatchesFrom is Batches from the batch holding offset, or the first
+// after it (found through the segments' index, as Read does): where a
+// pass run in steps resumes (compact.Log's From).
+func (s *Store) BatchesFrom(offset int64) iter.Seq2[[]byte, error] {
 	return func(yield func([]byte, error) bool) {
 		if s.failed != nil {
 			yield(nil, s.failed)
 			return
 		}
+		segs := s.m.segments
+		i := sort.Search(len(segs), func(i int) bool { return segs[i].end > offset })
+		var pos int64
+		if i < len(segs) && len(segs[i].index) > 0 {
+			idx := segs[i].index
+			j := sort.Search(len(idx), func(j int) bool { return idx[j].offset > offset })
+			pos = idx[max(j-1, 0)].position
+		}
 		var buf []byte
-		for i := range s.m.segments {
-			for pos := int64(0); pos < s.m.segments[i].bytes; {
+		for ; i < len(segs); i, pos = i+1, 0 {
+			for pos < segs[i].bytes {
 				var err error
-				buf, _, _, err = s.batchAt(buf[:0], i, pos, math.MaxInt64)
-				if !yield(buf, err) || err != nil {
+				var last int64
+				buf, _, last, err = s.batchAt(buf[:0], i, pos, math.MaxInt64)
+				if err != nil {
+					yield(buf, err)
 					return
 				}
 				pos += int64(len(buf))
+				if last >= offset && !yield(buf, nil) {
+					return
+				}
 			}
 		}
 	}

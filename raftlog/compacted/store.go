@@ -316,3 +316,20 @@ func (s *Store) Bytes() int64 {
 	}
 	return total
 }
+
+// SegmentInfo is one segment of the current generation: its batches cover
+// offsets [Base, End) in Bytes bytes.
+type SegmentInfo struct {
+	Base, End, Bytes int64
+}
+
+// Segments appends the current generation's segments, oldest first, to
+// dst: retention on a compact,delete topic weighs them as Kafka weighs
+// cleaned segments.
+func (s *Store) Segments(dst []SegmentInfo) []SegmentInfo {
+	for i := range s.m.segments {
+		seg := &s.m.segments[i]
+		dst = append(dst, SegmentInfo{Base: seg.base, End: seg.end, Bytes: seg.bytes})
+	}
+	return dst
+}

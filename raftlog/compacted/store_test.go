@@ -65,6 +65,21 @@ func checkReads(t *testing.T, s *Store, g generation) {
 				checkReadBatches(t, s, g, offset, maxBytes, maxBatches)
 			}
 		}
+		var from, want []byte
+		for b, err := range s.BatchesFrom(offset) {
+			if err != nil {
+				t.Fatalf("BatchesFrom(%d): %v", offset, err)
+			}
+			from = append(from, b...)
+		}
+		for _, b := range g.batches {
+			if _, last := batchRange(t, b); last >= offset {
+				want = append(want, b...)
+			}
+		}
+		if !bytes.Equal(from, want) {
+			t.Fatalf("BatchesFrom(%d): %d bytes, want %d (every batch from the one holding it)", offset, len(from), len(want))
+		}
 	}
 }
 

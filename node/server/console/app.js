@@ -94,7 +94,8 @@ function replicaChip(r) {
 }
 
 // compactionLine is one compacted partition's state: its dirty ratio and
-// the bytes on either side, then the last compaction done.
+// the bytes on either side, then the last compaction done and the
+// replica's last pass (bytes read and written, time), as describe prints.
 function compactionLine(p) {
   const c = p.compaction;
   let line = "partition " + p.partition + " compaction: dirty ratio " + c.dirty_ratio.toFixed(2) +
@@ -102,6 +103,10 @@ function compactionLine(p) {
   line += c.generation === 0 ? "no compaction yet"
     : "generation " + c.generation + (c.last_time_ms ? " at " + new Date(c.last_time_ms).toISOString() : "") +
       ", cleaned to offset " + num(c.cleaned_to);
+  if (c.last_pass_bytes_in > 0 || c.last_pass_bytes_out > 0 || c.last_pass_ms > 0) {
+    line += "; last pass read " + fmtBytes(c.last_pass_bytes_in) + ", wrote " + fmtBytes(c.last_pass_bytes_out) +
+      " in " + (c.last_pass_ms < 1000 ? c.last_pass_ms.toFixed(0) + " ms" : fmtSeconds(c.last_pass_ms / 1000));
+  }
   if (c.in_progress) line += "; next generation under way";
   if (c.no_longer_compacts) line += "; the topic no longer compacts";
   return [line, c.stuck ? el("span", { class: "bad" }, " stuck: " + c.stuck) : null];
