@@ -278,8 +278,11 @@ func configType(name string) kmsg.ConfigType {
 	case metadata.ConfigMaxMessageBytes, metadata.ConfigSegmentBytes:
 		return kmsg.ConfigTypeInt
 	case metadata.ConfigRetentionMs, metadata.ConfigRetentionBytes, metadata.ConfigSegmentMs,
-		metadata.ConfigMinCompactionLagMs, metadata.ConfigMaxCompactionLagMs, metadata.ConfigDeleteRetentionMs:
+		metadata.ConfigMinCompactionLagMs, metadata.ConfigMaxCompactionLagMs, metadata.ConfigDeleteRetentionMs,
+		metadata.ConfigLocalRetentionMs, metadata.ConfigLocalRetentionBytes:
 		return kmsg.ConfigTypeLong
+	case metadata.ConfigRemoteStorageEnable:
+		return kmsg.ConfigTypeBoolean
 	case metadata.ConfigMinCleanableDirtyRatio:
 		return kmsg.ConfigTypeDouble
 	}

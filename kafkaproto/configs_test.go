@@ -141,8 +141,8 @@ func TestAlterConfigsReplacesWholeConfig(t *testing.T) {
 		if len(nt.GetSets()) != 1 || nt.GetSets()[0].GetName() != "retention.bytes" {
 			t.Fatalf("v%d: sets %v", v, nt.GetSets())
 		}
-		deletes := strings.Join(nt.GetDeletes(), ",")
-		if strings.Contains(deletes, "retention.bytes") || !strings.Contains(deletes, "retention.ms") || !strings.Contains(deletes, "segment.bytes") {
+		deletes := "," + strings.Join(nt.GetDeletes(), ",") + ","
+		if strings.Contains(deletes, ",retention.bytes,") || !strings.Contains(deletes, ",retention.ms,") || !strings.Contains(deletes, ",segment.bytes,") {
 			t.Fatalf("v%d: deletes %s", v, deletes)
 		}
 	}

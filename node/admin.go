@@ -296,6 +296,9 @@ func (c *Core) handleCreateTopics(req *strandpb.CreateTopicsRequest, answer func
 				configs[i] = metadata.ConfigEntry{Name: e.GetName(), Value: e.GetValue()}
 			}
 			data, err := metadata.EncodeCreateTopic(t.GetName(), partitions, rf, configs)
+			if err == nil {
+				err = c.gateTiering(configs)
+			}
 			cmd.data, cmd.err = data, metaError(err)
 			if cmd.err == nil {
 				cmd.err = c.checkReplicationFactor(rf)

@@ -25,11 +25,13 @@ import (
 // them. It exists only in builds with the simbugs tag (make sim BUG=...,
 // the planted-bug tests); production builds have no such switch.
 type Bugs struct {
-	AckBeforeCommit     bool // complete acks=all produces when proposed, not applied
-	SkipFsync           bool // tell raft entries are stable without syncing
-	FetchBeyondHighMark bool // serve entries past the commit index
-	ReapplyAfterRestart bool // re-apply committed entries after restart without dedup
-	LocalRead           bool // serve a fetch from the leader's applied state, no read index
+	// TierUploadShifted and TierDeleteOnPropose: tier_bugs_simbugs.go.
+	TierUploadShifted, TierDeleteOnPropose bool
+	AckBeforeCommit                        bool // complete acks=all produces when proposed, not applied
+	SkipFsync                              bool // tell raft entries are stable without syncing
+	FetchBeyondHighMark                    bool // serve entries past the commit index
+	ReapplyAfterRestart                    bool // re-apply committed entries after restart without dedup
+	LocalRead                              bool // serve a fetch from the leader's applied state, no read index
 	// RestoreForgetsProducers restores a partition's checkpoint without its
 	// idempotent-producer table.
 	RestoreForgetsProducers bool

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"github.com/strandlog/strand/objstore"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -146,6 +147,17 @@ type Config struct {
 	// SegmentAgeMax caps every topic's segment.ms (0: no cap); `strand
 	// dev` sets it low so retention shows within a minute.
 	SegmentAgeMax time.Duration
+	// ObjectStore is the bucket tiered topics upload their sealed
+	// segments to (tier.go); nil: none, and remote.storage.enable=true is
+	// refused at create and alter.
+	ObjectStore objstore.Store
+	// TieredStorageUnfinished lets a create or alter through this node
+	// set remote.storage.enable=true although tiered storage is
+	// unfinished (issue 27: uploads and deletion are built, local
+	// retention and remote reads are not; engine/tier's "Next: node
+	// integration"), for the simulator and tests of the parts built. Off,
+	// such a request is refused as not enforced yet.
+	TieredStorageUnfinished bool
 	// PrefixChunkBytes bounds the batches of one chunk a replica sends a
 	// peer installing its compacted prefix (compaction_install.go; at
 	// least one batch a chunk). Default 256 KiB; the simulator sets it

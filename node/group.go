@@ -77,6 +77,8 @@ type group struct {
 	rejoin *rejoin
 	// ret is the replica's retention and compaction state (retention.go).
 	ret retentionState
+	// tier is the tiered-storage bookkeeping (tier.go).
+	tier tierState
 	// pass is the replica's compaction passes (compaction_replica.go).
 	pass passState
 	// leaderTerm is the term in which this replica was last seen leading,

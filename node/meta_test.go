@@ -382,8 +382,8 @@ func TestHandleAdminDescribeDelete(t *testing.T) {
 
 	resp, _ = c.handle(2, &strandpb.Request{CorrelationId: 52, Body: &strandpb.Request_DescribeTopics{DescribeTopics: &strandpb.DescribeTopicsRequest{Names: []string{"a", "zz"}}}})
 	dt := resp.GetDescribeTopics().GetTopics()
-	if len(dt) != 2 || dt[0].GetPartitions() != 3 || dt[0].GetReplicationFactor() != 3 || len(dt[0].GetConfigs()) != 10 ||
-		dt[0].GetConfigs()[3].GetName() != "max.message.bytes" || dt[0].GetConfigs()[3].GetValue() != "1048576" ||
+	if len(dt) != 2 || dt[0].GetPartitions() != 3 || dt[0].GetReplicationFactor() != 3 || len(dt[0].GetConfigs()) != 13 ||
+		dt[0].GetConfigs()[5].GetName() != "max.message.bytes" || dt[0].GetConfigs()[5].GetValue() != "1048576" ||
 		dt[1].GetError().GetCode() != strandpb.ErrorCode_ERROR_CODE_UNKNOWN_TOPIC_OR_PARTITION {
 		t.Fatalf("describe: %v", resp)
 	}

@@ -147,6 +147,8 @@ type syncJob struct {
 	install *prefixInstall
 	// cold: a fetch's log read (fetch_cold.go).
 	cold *coldRead
+	// tier: an upload, deletion or sweep in the bucket (tier.go).
+	tier *tierJob
 	// handed: the host took the job (TakeSyncJobs) at tick handedAt;
 	// slowLogged: the watchdog logged it as slow (stall.go).
 	handed     bool
@@ -201,6 +203,10 @@ func (c *Core) finishSync(token uint64, job syncJob, err error) {
 	}
 	if job.pass != nil {
 		c.finishPassJob(token, job, err) // compaction_replica.go
+		return
+	}
+	if job.tier != nil {
+		c.finishTierJob(token, job, err) // tier.go
 		return
 	}
 	if job.install != nil {

@@ -244,6 +244,7 @@ func (c *Core) applyEntry(g *group, e *raftpb.Entry) {
 		g.sm.applyCommand(c, g, e, engineIndex)
 	}
 	g.appliedRaft = index
+	g.tier.appliedTerm = e.GetTerm()
 	if c.cfg.Observer != nil {
 		c.cfg.Observer(g.tp, g.topicID, index, e.GetTerm(), e.GetData())
 	}

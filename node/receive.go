@@ -61,7 +61,11 @@ type Stats struct {
 	CatchUpThrottled uint64
 	SegmentRolls     uint64 // segments rolled by age (segment.ms)
 	TrimsProposed    uint64 // TRIM entries proposed by retention as leader
-	Compactions      uint64 // raft log compactions behind a snapshot
+	// TierUploads counts objects put to the bucket, TierDeletes objects
+	// deleted, TierOrphans those an orphan sweep named, TierStale ADDs of
+	// ours found stale, TierFailures tier jobs failed (tier.go).
+	TierUploads, TierDeletes, TierOrphans, TierStale, TierFailures int
+	Compactions                                                    uint64 // raft log compactions behind a snapshot
 	// CompactionPasses counts this node's compaction passes made current
 	// (compaction_replica.go); CompactionsDiverged the COMPACT_DONE
 	// entries applied with another outcome than the one recorded.

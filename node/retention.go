@@ -126,6 +126,7 @@ func (c *Core) retentionTick() {
 		c.maybeTrim(g)
 		c.maybeProposeCompact(g)
 		c.passCheck(g) // compaction_replica.go
+		c.tierCheck(g) // tier.go
 	}
 }
 

@@ -40,6 +40,9 @@ func (c *Core) handleAlterConfigs(req *strandpb.AlterConfigsRequest, answer func
 			sets[j] = metadata.ConfigEntry{Name: e.GetName(), Value: e.GetValue()}
 		}
 		data, err := metadata.EncodeAlterTopicConfig(name, sets, t.GetDeletes())
+		if err == nil {
+			err = c.gateTiering(sets)
+		}
 		if err != nil {
 			e := metaError(err)
 			c.completions = append(c.completions, func() { finish(i, &strandpb.AlterConfigsResponse_Topic{Name: name, Error: e}) })

@@ -124,7 +124,8 @@ type partitionSM struct {
 func (p *partitionSM) applyCommand(c *Core, g *group, e *raftpb.Entry, engineIndex uint64) {
 	before := g.part.Compaction().Decision
 	res := g.part.Apply(engineIndex, e.GetData())
-	c.decisionApplied(g, before, res) // compaction_replica.go
+	c.decisionApplied(g, before, res)  // compaction_replica.go
+	c.tierApplied(g, e.GetData(), res) // tier.go
 	w := g.byIndex[e.GetIndex()]
 	if w == nil {
 		return

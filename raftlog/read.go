@@ -224,6 +224,11 @@ func (r *Read) index(p *readPiece) error {
 	return nil
 }
 
+// Entries answers what Run read (nil before Run or after its error), for
+// a job that uses them off the loop (a tiered upload); the read still
+// ends with FinishRead on the log's goroutine.
+func (r *Read) Entries() []*raftpb.Entry { return r.entries }
+
 // FinishRead ends r on the log's goroutine: the entries, or the read's
 // error, or raft.ErrCompacted when a segment it read left the log
 // meanwhile (retired, removed, or the log closed) and the read failed: the

@@ -55,12 +55,17 @@ var TxnBugNames = []string{"LSOPassesOpenTxn", "DropAbortOnRestore", "MarkersBef
 var CompactBugNames = []string{"CompactKeepsOlder", "TombstoneEarly", "CompactDropsLastRecord", "CompactSwitchNotAtomic",
 	"CompactActiveSegment", "PrefixInstallUnchecked", "CompactDeleteUncut"}
 
+// TierBugNames are tiered storage's planted bugs (node/tier.go): they
+// need the seeds that draw Options.Tiered.
+var TierBugNames = []string{"TierUploadShifted", "TierDeleteOnPropose"}
+
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
 	if name != "" && !slices.Contains(BugNames, name) && !slices.Contains(GroupBugNames, name) && !slices.Contains(MoveBugNames, name) &&
 		!slices.Contains(JoinBugNames, name) && !slices.Contains(OperatorBugNames, name) && !slices.Contains(SampleBugNames, name) &&
 		!slices.Contains(ClientBugNames, name) && !slices.Contains(TxnBugNames, name) &&
-		!slices.Contains(CompactBugNames, name) && !slices.Contains(LoopBugNames, name) && !slices.Contains(WireBugNames, name) {
+		!slices.Contains(CompactBugNames, name) && !slices.Contains(LoopBugNames, name) && !slices.Contains(WireBugNames, name) &&
+		!slices.Contains(TierBugNames, name) {
 		return "", fmt.Errorf("simnet: unknown bug %q", name)
 	}
 	return name, nil
@@ -161,5 +166,9 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.MarkersBeforeDecision = true
 	case "ElectionInCoreTicks":
 		cfg.Bugs.ElectionInCoreTicks = true
+	case "TierUploadShifted": // needs Options.Tiered
+		cfg.Bugs.TierUploadShifted = true
+	case "TierDeleteOnPropose": // needs Options.Tiered
+		cfg.Bugs.TierDeleteOnPropose = true
 	}
 }

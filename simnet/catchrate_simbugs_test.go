@@ -59,6 +59,7 @@ func TestSimCatchRate(t *testing.T) {
 	bugs = append(bugs, CompactBugNames...)
 	bugs = append(bugs, LoopBugNames...)
 	bugs = append(bugs, WireBugNames...)
+	bugs = append(bugs, TierBugNames...)
 	if *flagBugs != "" {
 		bugs = strings.Split(*flagBugs, ",")
 	}
@@ -89,6 +90,9 @@ func TestSimCatchRate(t *testing.T) {
 			}
 			if slices.Contains(TxnBugNames, bug) && !o.Txn {
 				continue // the seed did not draw the transactional workload
+			}
+			if slices.Contains(TierBugNames, bug) && !o.Tiered {
+				continue // the seed did not draw tiered storage
 			}
 			row.eligible++
 			o.StopAtFailure = true

@@ -247,6 +247,10 @@ type Options struct {
 	// aimed at the changes (wire_joins.go); needs Nodes > 3. Off in
 	// Standard.
 	Joins bool
+	// Tiered creates the scenario's topics with remote.storage.enable
+	// (tier.go): Choose draws it into a third of the seeds, from its own
+	// stream.
+	Tiered bool
 	// Operator runs the operator actor (operator.go): every request type
 	// sent and its outcome read back after the run, and authorization on
 	// with ACLs in two seeds of three. On in Standard.
@@ -358,8 +362,9 @@ func Choose(o Options) Options {
 		f.DiskStallAfter = float64(between(r, 10, 60)) / 100
 		f.DiskStalls = int(between(r, 1, 3))
 	}
-	o.drawKnobs()        // from its own stream
-	o.scaleFaultTiming() // by the knobs' election timeout (knobs.go)
+	o.drawKnobs()                             // from its own stream
+	o.scaleFaultTiming()                      // by the knobs' election timeout (knobs.go)
+	o.Tiered = o.Tiered || drawTiered(o.Seed) // tier.go, from its own stream
 	return o
 }
 
@@ -374,6 +379,9 @@ func (o Options) String() string {
 	fmt.Fprintf(&b, " checkpoint=%d segment=%d %v", o.CheckpointEntries, o.SegmentBytesMax, o.Knobs)
 	fmt.Fprintf(&b, " retention{ms=%d bytes=%d segment.ms=%d check=%d}", o.RetentionMs, o.RetentionBytes, o.SegmentMs,
 		o.RetentionCheckTicks)
+	if o.Tiered {
+		b.WriteString(" tiered")
+	}
 	fmt.Fprintf(&b, " latency=%v..%v jitter=%v drop=%g dup=%g", o.LatencyMin, o.LatencyMax, o.Jitter,
 		o.DropRate, o.DupRate)
 	f := o.Faults

@@ -11,6 +11,7 @@ const (
 	streamFaults   uint64 = 3
 	streamWorkload uint64 = 4 << 16 // + client index: one stream per client
 	streamClock    uint64 = 5       // node clock skews and tick phases
+	streamTier     uint64 = 6       // tiered storage: the draw, then the bucket's faults
 	streamNode     uint64 = 1 << 32 // + node id<<16 + incarnation
 )
 

@@ -83,6 +83,7 @@ func (w *world) run() {
 		}
 		w.traceEvent(e)
 		w.dispatch(e)
+		w.tierTick() // tier.go
 	}
 }
 

@@ -63,6 +63,7 @@ func Run(o Options, vizDir string) (res Result) {
 	}
 	w.wire.txn.checkEarlyEnd() // wire_txn_check.go
 	w.checkBootstrap()         // loop.go
+	w.checkTier(true)          // tier.go
 	w.finalChecks(vizDir)
 	return w.result()
 }

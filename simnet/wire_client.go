@@ -390,5 +390,8 @@ func retentionConfigs(o Options) []*strandpb.ConfigEntry {
 	add("retention.bytes", o.RetentionBytes)
 	add("retention.ms", o.RetentionMs)
 	add("segment.ms", o.SegmentMs)
+	if o.Tiered {
+		out = append(out, &strandpb.ConfigEntry{Name: "remote.storage.enable", Value: "true"})
+	}
 	return out
 }

@@ -12,8 +12,10 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/strandlog/strand/engine/metadata"
+	"github.com/strandlog/strand/engine/tier"
 	"github.com/strandlog/strand/node"
 	"github.com/strandlog/strand/node/loop"
+	"github.com/strandlog/strand/objstore/memstore"
 	"github.com/strandlog/strand/proto/strandpb"
 	"github.com/strandlog/strand/raftlog/memdisk"
 )
@@ -41,6 +43,9 @@ type core interface {
 	SecurityState() (version uint64, creds []metadata.Credential, quotas []metadata.Quota)
 	// ClusterID is the cluster id a connection's Hello names (wire.go).
 	ClusterID() metadata.UUID
+	// TierManifest and VerifyTier: the tiered-storage checks (tier.go).
+	TierManifest(tp node.TopicPartition) (tier.Manifest, uint64, bool)
+	VerifyTier(tp node.TopicPartition, object func(key string) ([]byte, bool)) (int, error)
 }
 
 var _ core = (*node.Core)(nil)
@@ -133,7 +138,15 @@ var _ node.Clock = (*nodeClock)(nil)
 
 // world is one simulated cluster with its clients, run by one goroutine.
 type world struct {
-	opts Options
+	// bucket is the run's object store, shared by every node and kept
+	// across restarts (tier.go).
+	bucket *memstore.Store
+	// tierNewest is, per scenario partition, the newest raft index any
+	// replica of its latest topic id applied; tierCheckAt the virtual
+	// time of the next check (tier.go).
+	tierNewest  map[node.TopicPartition]tierApply
+	tierCheckAt time.Duration
+	opts        Options
 	// skews is every node's clock skew history, in time order
 	// (noteSkew): how far apart two Realtime readings of one virtual
 	// interval can be (skewSpread; wire_kv.go's delete.retention.ms check).
@@ -267,6 +280,7 @@ func newWorld(o Options) *world {
 		w.groupOf[kvTP] = o.Partitions + 1 + groupOffsetsPartitions(o) + txnPartitions(o) + txnWorkloadPartitions(o)
 	}
 	w.checker = newChecker(w)
+	w.bucket = newBucket(o) // tier.go
 	w.hist = newHistory(o.Partitions)
 	clientCount := o.Producers + o.Consumers + o.Readers + 1 + o.GroupMembers + o.ClassicMembers + txnClients(o) + kvClients(o) // +1: the drain reader
 	w.net = newNetwork(newStream(o.Seed, streamNetwork), o.Nodes, clientCount, &o)
@@ -393,6 +407,7 @@ func (w *world) nodeConfig(n *simNode, inc uint32) node.Config {
 			w.checker.onCoordinatorRestored(n, tp, topicID, next, snap)
 		},
 	}
+	cfg.ObjectStore, cfg.TieredStorageUnfinished = w.bucket, true // tier.go
 	w.opts.Knobs.configure(&cfg, w.opts)
 	w.wire.configure(&cfg)
 	w.configureLoop(&cfg)

@@ -11,12 +11,18 @@ import (
 
 // Topic configuration keys, as Kafka names them.
 const (
-	ConfigRetentionMs     = "retention.ms"
-	ConfigRetentionBytes  = "retention.bytes"
-	ConfigSegmentBytes    = "segment.bytes"
-	ConfigSegmentMs       = "segment.ms"
-	ConfigCleanupPolicy   = "cleanup.policy"
-	ConfigMaxMessageBytes = "max.message.bytes"
+	ConfigRetentionMs    = "retention.ms"
+	ConfigRetentionBytes = "retention.bytes"
+	ConfigSegmentBytes   = "segment.bytes"
+	ConfigSegmentMs      = "segment.ms"
+	ConfigCleanupPolicy  = "cleanup.policy"
+	// Tiered storage, KIP-405's names (engine/tier; doc.go, "Tiered
+	// storage"): upload sealed segments to the node's object store, and
+	// how much of the log stays on local disk.
+	ConfigRemoteStorageEnable = "remote.storage.enable"
+	ConfigLocalRetentionMs    = "local.retention.ms"
+	ConfigLocalRetentionBytes = "local.retention.bytes"
+	ConfigMaxMessageBytes     = "max.message.bytes"
 	// The compaction keys (engine/compact parses and checks them).
 	ConfigMinCleanableDirtyRatio = compact.ConfigMinCleanableDirtyRatio
 	ConfigMinCompactionLagMs     = compact.ConfigMinCompactionLagMs
@@ -34,6 +40,9 @@ const (
 	// segment, and a node holds thousands of partitions (Kafka's 1 GiB
 	// would keep up to 1 GiB per partition past retention.bytes).
 	SegmentBytesDefault int64 = 64 << 20
+	// LocalRetentionDefault (-2, KIP-405's) keeps locally all that the
+	// total retention keeps (retention.ms or retention.bytes).
+	LocalRetentionDefault int64 = -2
 	// SegmentBytesMin keeps segments from being absurdly small.
 	SegmentBytesMin int64 = 4096
 	// SegmentBytesMax is 1 GiB: segment offsets stay within int32 sizes.
@@ -97,6 +106,52 @@ type TopicConfig struct {
 	MinCompactionLagMs     int64
 	MaxCompactionLagMs     int64
 	DeleteRetentionMs      int64
+	// Tiered storage: RemoteStorageEnable uploads sealed segments;
+	// LocalRetentionMs and LocalRetentionBytes bound the local part (-2:
+	// the total's, -1: no limit, allowed only when the total has none).
+	RemoteStorageEnable bool
+	LocalRetentionMs    int64
+	LocalRetentionBytes int64
+}
+
+// LocalRetention answers the effective local retention (ms, bytes): -2
+// resolved to the total retention's.
+func (c TopicConfig) LocalRetention() (ms, bytes int64) {
+	ms, bytes = c.LocalRetentionMs, c.LocalRetentionBytes
+	if ms == LocalRetentionDefault {
+		ms = c.RetentionMs
+	}
+	if bytes == LocalRetentionDefault {
+		bytes = c.RetentionBytes
+	}
+	return ms, bytes
+}
+
+// validateTiering refuses what tiered storage cannot honour: remote
+// storage on a topic that compacts (a compacted log is rewritten in
+// place; KIP-405 refuses it too), and a local retention above the total
+// one (a local segment would outlive the log: KIP-405's rule, -1 counting
+// as infinite).
+func (c TopicConfig) validateTiering() error {
+	if c.RemoteStorageEnable && c.CleanupPolicy.Compacts() {
+		return fmt.Errorf("%w: %s=true on a topic whose %s is %s: a compacted topic cannot be tiered; use %s=delete",
+			ErrInvalidConfig, ConfigRemoteStorageEnable, ConfigCleanupPolicy, c.CleanupPolicy, ConfigCleanupPolicy)
+	}
+	above := func(local, total int64) bool {
+		if local == LocalRetentionDefault || total == -1 {
+			return false
+		}
+		return local == -1 || local > total
+	}
+	if above(c.LocalRetentionMs, c.RetentionMs) {
+		return fmt.Errorf("%w: %s=%d is above %s=%d (the local part of the log cannot outlive the whole)",
+			ErrInvalidConfig, ConfigLocalRetentionMs, c.LocalRetentionMs, ConfigRetentionMs, c.RetentionMs)
+	}
+	if above(c.LocalRetentionBytes, c.RetentionBytes) {
+		return fmt.Errorf("%w: %s=%d is above %s=%d (the local part of the log cannot outgrow the whole)",
+			ErrInvalidConfig, ConfigLocalRetentionBytes, c.LocalRetentionBytes, ConfigRetentionBytes, c.RetentionBytes)
+	}
+	return nil
 }
 
 // Compaction is c's compaction settings in engine/compact's form.
@@ -133,6 +188,9 @@ func DefaultTopicConfig() TopicConfig {
 		MinCompactionLagMs:     compact.MinCompactionLagMsDefault,
 		MaxCompactionLagMs:     compact.MaxCompactionLagMsDefault,
 		DeleteRetentionMs:      compact.DeleteRetentionMsDefault,
+
+		LocalRetentionMs:    LocalRetentionDefault,
+		LocalRetentionBytes: LocalRetentionDefault,
 	}
 }
 
@@ -141,10 +199,13 @@ func (c TopicConfig) Entries() []ConfigEntry {
 	return []ConfigEntry{
 		{ConfigCleanupPolicy, c.CleanupPolicy.String()},
 		{ConfigDeleteRetentionMs, strconv.FormatInt(c.DeleteRetentionMs, 10)},
+		{ConfigLocalRetentionBytes, strconv.FormatInt(c.LocalRetentionBytes, 10)},
+		{ConfigLocalRetentionMs, strconv.FormatInt(c.LocalRetentionMs, 10)},
 		{ConfigMaxCompactionLagMs, strconv.FormatInt(c.MaxCompactionLagMs, 10)},
 		{ConfigMaxMessageBytes, strconv.FormatInt(int64(c.MaxMessageBytes), 10)},
 		{ConfigMinCleanableDirtyRatio, strconv.FormatFloat(c.MinCleanableDirtyRatio, 'g', -1, 64)},
 		{ConfigMinCompactionLagMs, strconv.FormatInt(c.MinCompactionLagMs, 10)},
+		{ConfigRemoteStorageEnable, strconv.FormatBool(c.RemoteStorageEnable)},
 		{ConfigRetentionBytes, strconv.FormatInt(c.RetentionBytes, 10)},
 		{ConfigRetentionMs, strconv.FormatInt(c.RetentionMs, 10)},
 		{ConfigSegmentBytes, strconv.FormatInt(c.SegmentBytes, 10)},
@@ -167,6 +228,20 @@ func (c *TopicConfig) set(key, value string) error {
 		return parseInt(key, value, SegmentBytesMin, SegmentBytesMax, &c.SegmentBytes)
 	case ConfigSegmentMs:
 		return parseInt(key, value, SegmentMsMin, 1<<62, &c.SegmentMs)
+	case ConfigLocalRetentionMs:
+		return parseInt(key, value, LocalRetentionDefault, 1<<62, &c.LocalRetentionMs)
+	case ConfigLocalRetentionBytes:
+		return parseInt(key, value, LocalRetentionDefault, 1<<62, &c.LocalRetentionBytes)
+	case ConfigRemoteStorageEnable:
+		switch value {
+		case "true":
+			c.RemoteStorageEnable = true
+		case "false":
+			c.RemoteStorageEnable = false
+		default:
+			return fmt.Errorf("%w: %s=%q: want true or false", ErrInvalidConfig, key, value)
+		}
+		return nil
 	case ConfigMaxMessageBytes:
 		var v int64
 		if err := parseInt(key, value, 1, int64(MaxMessageBytesMax), &v); err != nil {
@@ -219,6 +294,14 @@ func Enforced(key, value string) bool {
 	if c.set(key, value) != nil || checkEnforced(key, c) != nil {
 		return false
 	}
+	// Local retention is stored and checked, not enforced (the raft log
+	// keeps all that retention.* keeps: engine/tier's "Next").
+	switch key {
+	case ConfigLocalRetentionMs:
+		return c.LocalRetentionMs == LocalRetentionDefault
+	case ConfigLocalRetentionBytes:
+		return c.LocalRetentionBytes == LocalRetentionDefault
+	}
 	return true
 }
 
@@ -244,6 +327,12 @@ func (c *TopicConfig) reset(key string) error {
 		c.SegmentBytes = d.SegmentBytes
 	case ConfigSegmentMs:
 		c.SegmentMs = d.SegmentMs
+	case ConfigRemoteStorageEnable:
+		c.RemoteStorageEnable = d.RemoteStorageEnable
+	case ConfigLocalRetentionMs:
+		c.LocalRetentionMs = d.LocalRetentionMs
+	case ConfigLocalRetentionBytes:
+		c.LocalRetentionBytes = d.LocalRetentionBytes
 	case ConfigMaxMessageBytes:
 		c.MaxMessageBytes = d.MaxMessageBytes
 	default:
@@ -286,6 +375,13 @@ func withEntries(base TopicConfig, sets []*strandpb.MetadataConfigEntry, resets 
 	if err := c.Compaction().Validate(); err != nil {
 		return base, compactConfigError{err}
 	}
+	if err := c.validateTiering(); err != nil {
+		return base, err
+	}
+	if base.RemoteStorageEnable && !c.RemoteStorageEnable {
+		return base, fmt.Errorf("%w: %s cannot be turned off once on (its uploaded segments would be left behind, as KIP-405 refuses it)",
+			ErrInvalidConfig, ConfigRemoteStorageEnable)
+	}
 	return c, nil
 }
 
@@ -300,7 +396,7 @@ func (c TopicConfig) validate() error {
 	if err := c.Compaction().Validate(); err != nil {
 		return compactConfigError{err}
 	}
-	return nil
+	return c.validateTiering()
 }
 
 // compactConfigError is engine/compact's ErrInvalidConfig as this
@@ -329,7 +425,21 @@ func (c TopicConfig) toProto() *strandpb.MetadataTopicConfig {
 		MinCompactionLagMs:     &c.MinCompactionLagMs,
 		MaxCompactionLagMs:     &c.MaxCompactionLagMs,
 		DeleteRetentionMs:      &c.DeleteRetentionMs,
+
+		RemoteStorageEnable: c.RemoteStorageEnable,
+		LocalRetentionMs:    nonDefault(c.LocalRetentionMs, LocalRetentionDefault),
+		LocalRetentionBytes: nonDefault(c.LocalRetentionBytes, LocalRetentionDefault),
 	}
+}
+
+// nonDefault is &v, or nil when v is def: a snapshot leaves a tiering
+// setting out while it has its default, so the bytes (and the digest) of
+// a state that never set one are as before tiering existed.
+func nonDefault(v, def int64) *int64 {
+	if v == def {
+		return nil
+	}
+	return &v
 }
 
 // configFromProto converts a snapshot's config back; a compaction setting
@@ -351,6 +461,9 @@ func configFromProto(p *strandpb.MetadataTopicConfig) TopicConfig {
 	c.MinCompactionLagMs = orDefault(p.MinCompactionLagMs, d.MinCompactionLagMs)
 	c.MaxCompactionLagMs = orDefault(p.MaxCompactionLagMs, d.MaxCompactionLagMs)
 	c.DeleteRetentionMs = orDefault(p.DeleteRetentionMs, d.DeleteRetentionMs)
+	c.RemoteStorageEnable = p.GetRemoteStorageEnable()
+	c.LocalRetentionMs = orDefault(p.LocalRetentionMs, d.LocalRetentionMs)
+	c.LocalRetentionBytes = orDefault(p.LocalRetentionBytes, d.LocalRetentionBytes)
 	return c
 }
 

@@ -42,7 +42,11 @@
 // whatever the policy, as Kafka does (absent from an older snapshot: the defaults). Only what runs
 // may be set: a max.message.bytes above 1 MiB is refused; cleanup.policy delete, compact and
 // compact,delete are all taken and enforced (Enforced(key, value) lets topic describe mark
-// stored values that have no effect).
+// stored values that have no effect). Tiered storage's keys, KIP-405's: remote.storage.enable
+// (false; refused on a compacted topic, never turned off once on; refused by the node without an
+// object store and, until tiered storage is finished, without node.Config.TieredStorageUnfinished),
+// local.retention.ms and local.retention.bytes (-2: the total's; refused above it; stored, not yet
+// enforced).
 // Rejected: warn-and-accept (the user would believe the setting applies).
 //
 // Commands (strandpb.MetadataCommand with a proposal id): RegisterNode, SetNodeFenced, CreateTopic,

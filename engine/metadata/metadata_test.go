@@ -324,6 +324,9 @@ func TestEnforced(t *testing.T) {
 	if Enforced(ConfigMaxMessageBytes, "2000000") || Enforced("nope", "1") {
 		t.Errorf("a larger max.message.bytes or an unknown key counted as enforced")
 	}
+	if Enforced(ConfigLocalRetentionMs, "1000") || Enforced(ConfigLocalRetentionBytes, "-1") {
+		t.Fatal("a local retention other than the total's is marked enforced; the raft log does not keep to it yet")
+	}
 	if !Enforced(ConfigMaxMessageBytes, "1000") || !Enforced(ConfigCleanupPolicy, "compact") || !Enforced(ConfigCleanupPolicy, "compact,delete") {
 		t.Errorf("a smaller max.message.bytes, cleanup.policy=compact or compact,delete counted as not enforced")
 	}

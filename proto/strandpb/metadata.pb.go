@@ -1290,8 +1290,14 @@ type MetadataTopicConfig struct {
 	MinCompactionLagMs     *int64   `protobuf:"varint,42,opt,name=min_compaction_lag_ms,json=minCompactionLagMs,proto3,oneof" json:"min_compaction_lag_ms,omitempty"`
 	MaxCompactionLagMs     *int64   `protobuf:"varint,43,opt,name=max_compaction_lag_ms,json=maxCompactionLagMs,proto3,oneof" json:"max_compaction_lag_ms,omitempty"`
 	DeleteRetentionMs      *int64   `protobuf:"varint,44,opt,name=delete_retention_ms,json=deleteRetentionMs,proto3,oneof" json:"delete_retention_ms,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// Tiered storage (KIP-405's keys): remote.storage.enable, and
+	// local.retention.ms/bytes, absent while the default (-2: the total
+	// retention's), so a topic that never set them keeps its bytes.
+	RemoteStorageEnable bool   `protobuf:"varint,45,opt,name=remote_storage_enable,json=remoteStorageEnable,proto3" json:"remote_storage_enable,omitempty"`
+	LocalRetentionMs    *int64 `protobuf:"varint,46,opt,name=local_retention_ms,json=localRetentionMs,proto3,oneof" json:"local_retention_ms,omitempty"`
+	LocalRetentionBytes *int64 `protobuf:"varint,47,opt,name=local_retention_bytes,json=localRetentionBytes,proto3,oneof" json:"local_retention_bytes,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *MetadataTopicConfig) Reset() {
@@ -1390,6 +1396,27 @@ func (x *MetadataTopicConfig) GetMaxCompactionLagMs() int64 {
 func (x *MetadataTopicConfig) GetDeleteRetentionMs() int64 {
 	if x != nil && x.DeleteRetentionMs != nil {
 		return *x.DeleteRetentionMs
+	}
+	return 0
+}
+
+func (x *MetadataTopicConfig) GetRemoteStorageEnable() bool {
+	if x != nil {
+		return x.RemoteStorageEnable
+	}
+	return false
+}
+
+func (x *MetadataTopicConfig) GetLocalRetentionMs() int64 {
+	if x != nil && x.LocalRetentionMs != nil {
+		return *x.LocalRetentionMs
+	}
+	return 0
+}
+
+func (x *MetadataTopicConfig) GetLocalRetentionBytes() int64 {
+	if x != nil && x.LocalRetentionBytes != nil {
+		return *x.LocalRetentionBytes
 	}
 	return 0
 }
@@ -2136,7 +2163,7 @@ const file_metadata_proto_rawDesc = "" +
 	"\vleader_term\x18\x05 \x01(\x04R\n" +
 	"leaderTerm\"O\n" +
 	"\x15MetadataReportLeaders\x126\n" +
-	"\areports\x18\x01 \x03(\v2\x1c.strand.MetadataLeaderReportR\areports\"\xe6\x04\n" +
+	"\areports\x18\x01 \x03(\v2\x1c.strand.MetadataLeaderReportR\areports\"\xb7\x06\n" +
 	"\x13MetadataTopicConfig\x12!\n" +
 	"\fretention_ms\x18\x01 \x01(\x03R\vretentionMs\x12'\n" +
 	"\x0fretention_bytes\x18\x02 \x01(\x03R\x0eretentionBytes\x12#\n" +
@@ -2148,11 +2175,16 @@ const file_metadata_proto_rawDesc = "" +
 	"\x19min_cleanable_dirty_ratio\x18) \x01(\x01H\x00R\x16minCleanableDirtyRatio\x88\x01\x01\x126\n" +
 	"\x15min_compaction_lag_ms\x18* \x01(\x03H\x01R\x12minCompactionLagMs\x88\x01\x01\x126\n" +
 	"\x15max_compaction_lag_ms\x18+ \x01(\x03H\x02R\x12maxCompactionLagMs\x88\x01\x01\x123\n" +
-	"\x13delete_retention_ms\x18, \x01(\x03H\x03R\x11deleteRetentionMs\x88\x01\x01B\x1c\n" +
+	"\x13delete_retention_ms\x18, \x01(\x03H\x03R\x11deleteRetentionMs\x88\x01\x01\x122\n" +
+	"\x15remote_storage_enable\x18- \x01(\bR\x13remoteStorageEnable\x121\n" +
+	"\x12local_retention_ms\x18. \x01(\x03H\x04R\x10localRetentionMs\x88\x01\x01\x127\n" +
+	"\x15local_retention_bytes\x18/ \x01(\x03H\x05R\x13localRetentionBytes\x88\x01\x01B\x1c\n" +
 	"\x1a_min_cleanable_dirty_ratioB\x18\n" +
 	"\x16_min_compaction_lag_msB\x18\n" +
 	"\x16_max_compaction_lag_msB\x16\n" +
-	"\x14_delete_retention_ms\"\xc4\x01\n" +
+	"\x14_delete_retention_msB\x15\n" +
+	"\x13_local_retention_msB\x18\n" +
+	"\x16_local_retention_bytes\"\xc4\x01\n" +
 	"\fMetadataNode\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +

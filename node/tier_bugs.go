@@ -1,0 +1,12 @@
+//go:build !simbugs
+
+package node
+
+import "github.com/strandlog/strand/engine"
+
+// Planted-bug hooks of tiered storage (tier_bugs_simbugs.go): nothing in
+// production builds.
+func (c *Core) bugTierLocations(_ *group, locs []engine.BatchLocation) []engine.BatchLocation {
+	return locs
+}
+func (c *Core) bugTierDeleteOnPropose(*group, string) {}

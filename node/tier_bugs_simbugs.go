@@ -1,0 +1,31 @@
+//go:build simbugs
+
+package node
+
+import "github.com/strandlog/strand/engine"
+
+// bugTierLocations (TierUploadShifted) uploads the range shifted by one
+// batch: the object leaves out the range's first batch and holds the
+// applied batch after its end instead, while the segment keeps the
+// range's offsets. A range of one batch with none applied after it is
+// uploaded as it is.
+func (c *Core) bugTierLocations(g *group, locs []engine.BatchLocation) []engine.BatchLocation {
+	if !c.cfg.Bugs.TierUploadShifted {
+		return locs
+	}
+	last := locs[len(locs)-1]
+	next, err := g.part.AppendLocations(nil, last.BaseOffset+int64(last.RecordCount), 1)
+	if err != nil || len(next) == 0 || next[0].RaftIndex > g.appliedRaft {
+		return locs
+	}
+	return append(locs[1:len(locs):len(locs)], next[0])
+}
+
+// bugTierDeleteOnPropose (TierDeleteOnPropose) deletes an uploaded
+// object as soon as its TIER_ADD is proposed, as if the proposal were the
+// stale outcome: the manifest then names an object the bucket lacks.
+func (c *Core) bugTierDeleteOnPropose(g *group, key string) {
+	if c.cfg.Bugs.TierDeleteOnPropose {
+		g.tier.deletes = append(g.tier.deletes, key)
+	}
+}

@@ -1,0 +1,127 @@
+package node
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/engine/tier"
+)
+
+// TierManifest answers tp's manifest of remote segments on this replica
+// and the raft index it is as of, for checks; false when not hosted.
+func (c *Core) TierManifest(tp TopicPartition) (tier.Manifest, uint64, bool) {
+	g := c.byTP[tp]
+	if g == nil || g.part == nil {
+		return tier.Manifest{}, 0, false
+	}
+	return g.part.Tier(), g.appliedRaft, true
+}
+
+// TierPrefix answers tp's object key prefix on this replica.
+func (c *Core) TierPrefix(tp TopicPartition) (string, bool) {
+	g := c.byTP[tp]
+	if g == nil {
+		return "", false
+	}
+	return tierPrefix(g), true
+}
+
+// VerifyTier checks every segment of tp's manifest on this replica
+// against the bucket, read through object (the checker's faultless read:
+// the object's bytes, false when there is none): the object exists, its
+// size and CRC are the segment's, it decodes, its batches are dense and
+// cover [Base, End), and every batch this replica's log still holds there
+// (its engine index and the raft log's tail cache, never its disk) is the object's, field for field. It
+// answers how many batches it compared. A check for tests and the
+// simulator: it reads the raft log on the loop.
+func (c *Core) VerifyTier(tp TopicPartition, object func(key string) ([]byte, bool)) (int, error) {
+	g := c.byTP[tp]
+	if g == nil || g.part == nil {
+		return 0, nil
+	}
+	m, prefix := g.part.Tier(), tierPrefix(g)
+	compared := 0
+	for _, seg := range m.Segments() {
+		key := tier.SegmentKey(prefix, seg)
+		b, ok := object(key)
+		if !ok {
+			return compared, fmt.Errorf("%s/%d: segment [%d, %d) of term %d listed, object %s missing", tp.Topic, tp.Partition, seg.Base, seg.End, seg.Term, key)
+		}
+		if int64(len(b)) != seg.Bytes || crc32c(b) != seg.CRC {
+			return compared, fmt.Errorf("%s: %d bytes of CRC %08x, the segment says %d bytes of CRC %08x", key, len(b), crc32c(b), seg.Bytes, seg.CRC)
+		}
+		batches, err := tier.DecodeObject(b)
+		if err != nil {
+			return compared, fmt.Errorf("%s: %w", key, err)
+		}
+		if len(batches) == 0 || batches[0].BaseOffset > seg.Base || batches[0].NextOffset <= seg.Base || batches[len(batches)-1].NextOffset != seg.End {
+			return compared, fmt.Errorf("%s: object's batches do not cover [%d, %d) (%d batches)", key, seg.Base, seg.End, len(batches))
+		}
+		n, err := c.compareTierBatches(g, batches)
+		compared += n
+		if err != nil {
+			return compared, fmt.Errorf("%s: %w", key, err)
+		}
+	}
+	return compared, nil
+}
+
+// compareTierBatches compares an object's batches with the ones g's log
+// holds at their offsets in memory (its tail cache: those only on disk,
+// below its log start or behind its raft snapshot are not compared).
+func (c *Core) compareTierBatches(g *group, batches []tier.Batch) (int, error) {
+	from := max(batches[0].BaseOffset, g.part.LogStartOffset())
+	locs, err := g.part.AppendLocations(nil, from, len(batches))
+	if err != nil {
+		return 0, nil // nothing held there any more
+	}
+	compared := 0
+	for _, loc := range locs {
+		i, found := slices.BinarySearchFunc(batches, loc.BaseOffset, func(b tier.Batch, off int64) int { return int(b.BaseOffset - off) })
+		if loc.BaseOffset >= batches[len(batches)-1].NextOffset {
+			break
+		}
+		if !found {
+			return compared, fmt.Errorf("the log holds a batch at %d, the object none", loc.BaseOffset)
+		}
+		// Only entries the log holds in memory: a check must not touch
+		// the disk (in the simulator, a read would take a fault meant
+		// for the node, or find damage the node has not met yet).
+		ents, read, err := g.log.StartRead(loc.RaftIndex, loc.RaftIndex+1, math.MaxUint64)
+		if err != nil || read != nil || len(ents) != 1 {
+			continue
+		}
+		want, err := tierBatches([]engine.BatchLocation{loc}, ents)
+		if err != nil {
+			return compared, err
+		}
+		if got := batches[i]; !sameTierBatch(got, want[0]) {
+			return compared, fmt.Errorf("batch at %d: object holds %+v, the log %+v", loc.BaseOffset, brief(got), brief(want[0]))
+		}
+		compared++
+	}
+	return compared, nil
+}
+
+// sameTierBatch reports whether a and b are the same batch, bytes and all.
+func sameTierBatch(a, b tier.Batch) bool {
+	return bytes.Equal(a.Data, b.Data) && brief(a) == brief(b)
+}
+
+// tierBatchFields is a tier.Batch without its bytes: comparable, and
+// short in messages.
+type tierBatchFields struct {
+	BaseOffset, NextOffset, AppendTimeMs, ProducerID, MaxTimeMs int64
+	ProducerEpoch, BaseSequence, CoordinatorEpoch               int32
+	Transactional, Marker, Commit                               bool
+	DataBytes                                                   int
+}
+
+// brief is b's fields but its bytes.
+func brief(b tier.Batch) tierBatchFields {
+	return tierBatchFields{b.BaseOffset, b.NextOffset, b.AppendTimeMs, b.ProducerID, b.MaxTimeMs, b.ProducerEpoch,
+		b.BaseSequence, b.CoordinatorEpoch, b.Transactional, b.Marker, b.Commit, len(b.Data)}
+}

@@ -1,0 +1,129 @@
+package simnet
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/strandlog/strand/node"
+	"github.com/strandlog/strand/objstore/memstore"
+)
+
+// Tiered storage in the simulator (issue 27; node/tier.go): one
+// objstore/memstore bucket per run, shared by every node and kept across
+// their restarts and wipes, as a real bucket outlives its brokers. Its
+// faults, drawn per operation from the seed's tier stream: a request that
+// fails and does nothing, and one that happens but whose answer is lost (a
+// Put or Delete that succeeded while the node sees an error). The bucket
+// is synchronous inside the node's storage job, so a seed replays bit for
+// bit. Choose draws Options.Tiered into a third of the seeds (its own
+// stream: no other draw moves); those create the scenario's topics with
+// remote.storage.enable=true, and their small segments (SegmentBytesMax,
+// segment.ms) seal, upload and age out within the run.
+//
+// Checked every tierCheckEvery of virtual time and at the end of each seed
+// (checkTier): for each scenario partition, the live replicas whose
+// applied index is the newest any replica ever applied (an older manifest
+// may still name a segment a later TRIM dropped and its leader deleted)
+// must find every listed
+// segment's object in the bucket, of its size and CRC, decoding to batches
+// that cover the segment and equal, field for field and byte for byte, the
+// batches their own log holds at those offsets (node.Core.VerifyTier).
+// Replicas' manifests at equal applied index are compared by the digest
+// checks (engine's digest folds the manifest in).
+
+// tierFaultsPermille are the bucket's fault rates: per thousand operations
+// failed, and per thousand answered an error after they happened.
+const (
+	tierFailPermille = 40
+	tierLosePermille = 20
+)
+
+// drawTiered is the seed's draw of Options.Tiered.
+func drawTiered(seed uint64) bool { return newStream(seed, streamTier).IntN(3) == 0 }
+
+// bucketFaults is the bucket's Decider.
+type bucketFaults struct{ r *rand.Rand }
+
+// Decide draws op's fault from the seed's stream.
+func (f *bucketFaults) Decide(op, key string) memstore.Fault {
+	switch n := f.r.IntN(1000); {
+	case n < tierFailPermille:
+		return memstore.Fail
+	case n < tierFailPermille+tierLosePermille:
+		return memstore.LoseAnswer
+	}
+	return memstore.None
+}
+
+// newBucket is the run's bucket, its faults from the tier stream (after
+// the draw of Tiered).
+func newBucket(o Options) *memstore.Store {
+	r := newStream(o.Seed, streamTier)
+	r.IntN(3) // drawTiered's draw
+	return memstore.New(&bucketFaults{r: r})
+}
+
+// tierCheckEvery is the virtual time between two checks in a run.
+const tierCheckEvery = 500 * time.Millisecond
+
+// tierApply is a partition's newest applied index and its topic id.
+type tierApply struct{ topicID, index uint64 }
+
+// tierApplied notes that a replica of tp (topic id topicID) applied index.
+func (w *world) tierApplied(tp node.TopicPartition, topicID, index uint64) {
+	if !w.opts.Tiered {
+		return
+	}
+	if w.tierNewest == nil {
+		w.tierNewest = make(map[node.TopicPartition]tierApply)
+	}
+	a := w.tierNewest[tp]
+	if topicID != a.topicID || index > a.index {
+		w.tierNewest[tp] = tierApply{topicID: topicID, index: index}
+	}
+}
+
+// tierTick runs checkTier every tierCheckEvery of virtual time.
+func (w *world) tierTick() {
+	if !w.opts.Tiered || w.now() < w.tierCheckAt {
+		return
+	}
+	w.tierCheckAt = w.now() + tierCheckEvery
+	w.checkTier(false)
+}
+
+// checkTier checks every scenario partition's newest manifests against
+// the bucket (see the file comment); the final one also counts the
+// bucket's figures.
+func (w *world) checkTier(final bool) {
+	if !w.opts.Tiered {
+		return
+	}
+	for _, tp := range groupTopics(w.opts.Partitions) {
+		newest := w.tierNewest[tp].index
+		for _, n := range w.nodes {
+			if !n.up || n.core == nil {
+				continue
+			}
+			m, applied, ok := n.core.TierManifest(tp)
+			if !ok || applied != newest || !m.Active() {
+				continue
+			}
+			if final {
+				w.coverage.Add("tier/segments-listed", int64(len(m.Segments())))
+			}
+			compared, err := n.core.VerifyTier(tp, w.bucket.Bytes)
+			w.coverage.Add("tier/batches-compared", int64(compared))
+			if err != nil {
+				w.fail("tier: node %d: %v", n.id, err)
+			}
+		}
+	}
+	if !final {
+		return
+	}
+	st := w.bucket.Stats()
+	w.coverage.Add("tier/puts", int64(st.Puts))
+	w.coverage.Add("tier/deletes", int64(st.Deletes))
+	w.coverage.Add("tier/faults", int64(st.Failed+st.LostAnswers))
+}
