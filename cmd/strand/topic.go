@@ -339,10 +339,7 @@ func topicDescribe(ctx context.Context, c *clientlib.Client, w io.Writer, name s
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		note := ""
-		if !metadata.Enforced(k, d.Configs[k]) {
-			note = "  (not enforced yet)"
-		}
+		note := enforcedNote(k, d.Configs[k])
 		if limit, ok := d.NodeCaps[k]; ok {
 			note = "  (the nodes cap it at " + limit + ")"
 		}
@@ -507,9 +504,19 @@ func topicAlter(ctx context.Context, c *clientlib.Client, w io.Writer, name stri
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(w, "  config %s=%s\n", k, applied[k])
+		fmt.Fprintf(w, "  config %s=%s%s\n", k, applied[k], enforcedNote(k, applied[k]))
 	}
 	return nil
+}
+
+// enforcedNote marks a stored configuration value the nodes do not act
+// on yet (metadata.Enforced), so neither describe nor alter prints a value
+// as if it were applied.
+func enforcedNote(key, value string) string {
+	if !metadata.Enforced(key, value) {
+		return "  (not enforced yet)"
+	}
+	return ""
 }
 
 // deleteRecordsFlags are the flags of `strand topic delete-records`.

@@ -140,6 +140,13 @@ func checkRetentionCommands(t *testing.T, b string) {
 	}
 	runOutcome(t, "", "topic", "alter", "ret", "-c", "retention.ms=soon", b).wantFailure(t, 1,
 		`invalid topic config: retention.ms="soon": want an integer in [-1, 4611686018427387904]`)
+	// A value stored but not acted on is printed as such, never as applied.
+	o = runOutcome(t, "", "topic", "alter", "ret", "--config", "local.retention.ms=1000", b)
+	if o.code != 0 || !strings.Contains(o.stdout, "  config local.retention.ms=1000  (not enforced yet)\n") {
+		t.Fatalf("alter of a value not enforced: %+v", o)
+	}
+	runOutcome(t, "", "topic", "alter", "ret", "-c", "remote.storage.enable=true", b).wantFailure(t, 1,
+		"invalid topic config: remote.storage.enable=true: no object store configured on this node (tiered storage is unfinished: no flag configures a store yet); leave remote.storage.enable unset")
 	if o := runOutcome(t, "a\nb\nc\nd\n", "produce", "ret", "-p", "0", b); o.code != 0 {
 		t.Fatalf("produce: %+v", o)
 	}
