@@ -151,7 +151,9 @@ func TestReplicasPassAndReportSameDigest(t *testing.T) {
 			g.pass.store.Bytes(), facts.dirtyBytes, g.log.SizeBytes())
 	}
 	c.fillPartition(kv, 40)
-	c.tick(60)
+	// The leader was asked for its prefix: it decides the next pass only
+	// after installHoldTicks (compaction_trigger.go).
+	c.tick(60 + int(c.cores[c.leader(kv)].installHoldTicks()))
 	later := c.checkPrefixesAgree(kv, st.DoneGeneration+1)
 	c.checkSameState(kv)
 	for _, r := range c.doneReports(c.leader(kv), kv) {
@@ -345,7 +347,8 @@ func (c *cluster) fillKeys(tp TopicPartition, n, keys int) {
 // one the leader reported stops its passes, removes its prefix and
 // installs generation 2 from a peer (compaction_install.go), chunk by
 // chunk (a chunk is a few batches here), checked against the record's
-// digest; it then goes on with the next generation like the others.
+// digest; it then goes on with the next generation like the others, once
+// the leader's install hold is over.
 func TestReplicaWithOtherPrefixInstallsFromPeer(t *testing.T) {
 	c, kv := compactedCluster(t, 29)
 	c.fillPartition(kv, 60)
@@ -359,7 +362,9 @@ func TestReplicaWithOtherPrefixInstallsFromPeer(t *testing.T) {
 		t.Fatalf("node %d agrees with the record %+v after %d installs of %d chunks", odd, st, n, chunks)
 	}
 	c.fillPartition(kv, 40)
-	c.tick(60)
+	// The leader was asked for its prefix: it decides the next pass only
+	// after installHoldTicks (compaction_trigger.go).
+	c.tick(60 + int(c.cores[c.leader(kv)].installHoldTicks()))
 	later := c.checkPrefixesAgree(kv, st.DoneGeneration+1)
 	c.checkSameState(kv)
 	t.Logf("installed generation %d, then passed to %d", st.DoneGeneration, later.DoneGeneration)
