@@ -65,9 +65,10 @@ func TestCompactionVisible(t *testing.T) {
 	if r := pc.DirtyRatio(); r < 0 || r > 1 {
 		t.Errorf("dirty ratio %v", r)
 	}
-	// The leader's last pass: it read at least what it wrote (the one
-	// replica's pass reads its prefix back), and wrote the prefix.
-	if pc.LastPassBytesIn <= 0 || pc.LastPassBytesOut <= 0 || pc.LastPassBytesIn < pc.LastPassBytesOut || pc.LastPassDuration < 0 {
+	// The leader's last pass read and wrote something (not "in ≥ out": a
+	// compacted batch is stored uncompressed, and its header is longer, so
+	// a first pass that removes little writes more than it read).
+	if pc.LastPassBytesIn <= 0 || pc.LastPassBytesOut <= 0 || pc.LastPassDuration < 0 {
 		t.Errorf("last pass figures after a pass: %+v", pc)
 	}
 	plain, err := c.DescribePartitionLogs(ctx, "plain", []int32{0})
@@ -119,7 +120,7 @@ func TestCompactionVisible(t *testing.T) {
 		t.Fatalf("/api/topics lacks kv's compaction: %+v", topics)
 	}
 	if ac := topics.Topics[i].Partitions[0].Compaction; ac.Generation < pc.Done || ac.CleanedTo < pc.CleanedTo || ac.CleanBytes <= 0 ||
-		ac.LastPassBytesIn <= 0 || ac.LastPassBytesOut <= 0 || ac.LastPassBytesIn < ac.LastPassBytesOut || ac.LastPassMs < 0 {
+		ac.LastPassBytesIn != pc.LastPassBytesIn || ac.LastPassBytesOut != pc.LastPassBytesOut || ac.LastPassBytesIn <= 0 || ac.LastPassMs < 0 {
 		t.Errorf("/api/topics compaction %+v, describe said %+v", ac, pc)
 	}
 	j := slices.IndexFunc(topics.Topics, func(at apiTopic) bool { return at.Name == "plain" })
