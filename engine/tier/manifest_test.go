@@ -85,11 +85,11 @@ func TestManifestProperties(t *testing.T) {
 					t.Fatalf("trim lost or made segments: %d gone + %d kept != %d", len(gone), len(m.segs), len(before))
 				}
 			case 5: // what NextUpload proposes is accepted
-				stable := m.Next() + 30
 				from := logStart
 				if m.Active() {
 					from = m.Next()
 				}
+				stable := from + 30
 				sealed := []Range{{0, from + 3}, {from + 3, from + 10}}
 				r, ok := m.NextUpload(logStart, sealed, stable)
 				if !ok {
