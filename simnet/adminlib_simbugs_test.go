@@ -16,7 +16,8 @@ import (
 // with no attempt that may have created it (or the re-creation's delete:
 // UNKNOWN_TOPIC with no attempt that may have deleted it, seed 34). make sim-bugs
 // BUGS=LibUnsureForgotten: 49 of seeds 1-200 on its branch, 4 of seeds 1-40
-// (32, 34, 35, 37) on the merged tree (the creates at the start,
+// (32, 34, 35, 37) on the merged tree, 10 of 1-40 (6 18 24 25 28 32 36 37 39 40) after the
+// thirteenth session's merges moved seed 34's trace (the creates at the start,
 // while the metadata group elects, and the re-creations; a rare path: a
 // lost answer followed, in the same attempt, by another node's refusal).
 // clientlib's own check is TestAdminLostAnswerAtOneNodeIsMaybeWritten. The
@@ -28,7 +29,7 @@ func TestSimCatchesLibUnsureForgotten(t *testing.T) {
 		o.GroupMembers = 4 // as the catch-rate sweep runs the client bugs
 		return o
 	}
-	for _, seed := range []uint64{32, 34} {
+	for _, seed := range []uint64{32, 36} {
 		o := options(seed, "LibUnsureForgotten")
 		o.StopAtFailure = true
 		if res := runSeed(t, o, ""); !failsWith(res, "although no earlier attempt may have") {

@@ -38,6 +38,9 @@ var knobExempt = map[string]string{
 	"Authorization":       "drawn by the operator actor, which sets up users and ACLs",
 	"SuperUsers":          "drawn by the operator actor, with Authorization",
 	"plantedBugs":         "the planted-bug switches (-tags simbugs)",
+	"TieredStorageUnfinished": "the gate of the unfinished tiered storage (issue 27): the simulator runs the parts " +
+		"built; production's false refuses remote.storage.enable, which no seed then could exercise",
+	"ObjectStore": "the run's shared simulated bucket (tier.go), set when a seed draws tiering",
 	"Groups.OffsetsPartitions": "sized by the workloads (operator.go, wire_group.go): one or two partitions of " +
 		"__strand_offsets, where production's default of 50 would add 150 raft groups to every seed",
 	"Txn.Partitions": "sized by the operator (operator.go, txnPartitions): one partition of __strand_transactions, " +
