@@ -62,6 +62,11 @@ type Bugs struct {
 	// leader's node goes silent (quiesce.go), so a crashed leader's idle
 	// groups stay without a leader until a request arrives.
 	QuiescedNeverWake bool
+	// RestartNeverWakes: a quiesced follower is never woken when its
+	// leader's node restarts within an election timeout (quiesce.go), so
+	// a leader restarted on a full disk, which may not campaign, leaves
+	// its idle groups without a leader.
+	RestartNeverWakes bool
 	// FirstBatchMustFit: a fetch serves its first batch only if it fits
 	// the fetch's byte budget, as later ones must (KIP-74 serves it
 	// whole), so a reader whose budget is smaller than the next batch is
@@ -190,6 +195,10 @@ func (c *Core) bugMoveDropsEarly() bool { return c.cfg.Bugs.MoveDropsOldReplicaE
 // bugQuiescedNeverWake (QuiescedNeverWake) turns off the wake of quiesced
 // followers whose leader's node went silent.
 func (c *Core) bugQuiescedNeverWake() bool { return c.cfg.Bugs.QuiescedNeverWake }
+
+// bugRestartNeverWakes (RestartNeverWakes) turns off the wake of quiesced
+// followers whose leader's node restarted (a new incarnation).
+func (c *Core) bugRestartNeverWakes() bool { return c.cfg.Bugs.RestartNeverWakes }
 
 // bugFirstBatchMustFit (FirstBatchMustFit) holds a fetch's first batch to
 // its byte budget too.

@@ -425,6 +425,9 @@ type Core struct {
 	groups []*group
 	byTP   map[TopicPartition]*group // partition replicas only
 	rand   *rand.Rand                // metadata proposal ids: seeded from Config.Rand and the boot count
+	// incarnation is drawn from rand at each Open; liveness frames carry
+	// it so peers see a restart however quick (quiesce.go).
+	incarnation uint64
 
 	services []tickService // what Tick runs, in order (services.go)
 

@@ -33,6 +33,7 @@ const (
 	raftFrameTxnResps  protowire.Number = 54 // their answers
 	raftFramePrefixReq protowire.Number = 55 // compacted-prefix requests (compaction_install.go)
 	raftFramePrefix    protowire.Number = 56 // their chunks
+	raftFrameIncarn    protowire.Number = 57 // liveness frames: the sender's incarnation
 )
 
 // Values of RaftFrame.disk_state (0, absent: not said).
@@ -79,11 +80,14 @@ func sizeRaftMessage(topic string, partition int32, m *raftpb.Message) raftFrame
 func (fm *raftFrameMessage) frameBytes() int { return 1 + protowire.SizeBytes(fm.innerBytes) }
 
 // encodeLivenessFrame builds the liveness frame a node sends every peer on
-// every raft tick (quiesce.go): no messages, its disk state (diskState*).
-func encodeLivenessFrame(from NodeID, state uint64) []byte {
+// every raft tick (quiesce.go): no messages, its disk state (diskState*)
+// and its incarnation.
+func encodeLivenessFrame(from NodeID, state, incarnation uint64) []byte {
 	buf := encodeRaftFrame(from, nil)
 	buf = protowire.AppendTag(buf, raftFrameDisk, protowire.VarintType)
-	return protowire.AppendVarint(buf, state)
+	buf = protowire.AppendVarint(buf, state)
+	buf = protowire.AppendTag(buf, raftFrameIncarn, protowire.VarintType)
+	return protowire.AppendVarint(buf, incarnation)
 }
 
 // encodeRaftFrame builds the bytes of RaftFrame{from, msgs} in one buffer
@@ -168,6 +172,12 @@ func parseRaftFrame(b []byte, msgs []rawRaftMessage, rj *rejoinFrame) (from uint
 			v, n = protowire.ConsumeVarint(b)
 			if rj != nil {
 				rj.disk = v
+			}
+		case num == raftFrameIncarn && typ == protowire.VarintType:
+			var v uint64
+			v, n = protowire.ConsumeVarint(b)
+			if rj != nil {
+				rj.incarnation = v
 			}
 		case (num == raftFrameProbes || num == raftFrameAnswers) && typ == protowire.BytesType:
 			var v []byte

@@ -54,6 +54,7 @@ func (c *Core) openMeta() error {
 	// may still commit: the boot count makes this run's sequence new even
 	// when the driver hands in an identically seeded Rand.
 	c.rand = rand.New(rand.NewPCG(c.rand.Uint64(), boot))
+	c.incarnation = c.rand.Uint64() | 1 // never 0, which says "not said"
 	g := newGroup(TopicPartition{Topic: metaTopic}, replicas, metaDir)
 	sm := &metadataSM{meta: metadata.New()}
 	g.sm = sm

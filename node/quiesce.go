@@ -29,6 +29,11 @@ import (
 //     nothing else: liveness frames), and a node wakes the quiesced
 //     followers of a leader whose node it has not heard from for an
 //     election timeout; they time out and elect a new leader as usual.
+//     A node that restarts within an election timeout never looks silent,
+//     and its replicas came back as followers that may not campaign (a
+//     full disk holds them off): liveness frames carry an incarnation
+//     drawn at each start, and a changed one wakes the followers of
+//     leaders on that node too.
 //   - a quiesced leader no longer steps down by CheckQuorum; it wakes on the
 //     first request or message, and then does.
 //
@@ -142,6 +147,9 @@ type peerLiveness struct {
 	peers []NodeID // sorted: Config.Nodes and the registered nodes not removed
 	heard []uint64 // by position in peers
 	disk  []uint64 // by position: the disk state the peer's last liveness frame said (diskState*; 0 none)
+	// incarnation, by position: what the peer's last liveness frame said
+	// (0 none yet).
+	incarnation []uint64
 }
 
 // noteHeard records a frame from node from.
@@ -168,14 +176,14 @@ func (c *Core) refreshLiveness() {
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	heard, disk := make([]uint64, len(ids)), make([]uint64, len(ids))
+	heard, disk, incarnation := make([]uint64, len(ids)), make([]uint64, len(ids)), make([]uint64, len(ids))
 	for i, id := range ids {
 		heard[i] = c.ticks
 		if j, ok := slices.BinarySearch(c.liveness.peers, id); ok {
-			heard[i], disk[i] = c.liveness.heard[j], c.liveness.disk[j]
+			heard[i], disk[i], incarnation[i] = c.liveness.heard[j], c.liveness.disk[j], c.liveness.incarnation[j]
 		}
 	}
-	c.liveness = peerLiveness{peers: ids, heard: heard, disk: disk}
+	c.liveness = peerLiveness{peers: ids, heard: heard, disk: disk, incarnation: incarnation}
 }
 
 // livenessRaftTick runs on every raft tick: it sends every peer an empty
@@ -190,24 +198,44 @@ func (c *Core) livenessRaftTick() {
 		if id == c.cfg.ID {
 			continue
 		}
-		c.cfg.Network.Send(id, encodeLivenessFrame(c.cfg.ID, c.diskState()))
+		c.cfg.Network.Send(id, encodeLivenessFrame(c.cfg.ID, c.diskState(), c.incarnation))
 		c.stats.FramesSent++
 		if c.ticks-c.liveness.heard[i] > silentAfter && !c.bugQuiescedNeverWake() {
 			silent = append(silent, id)
 		}
 	}
-	if len(silent) == 0 {
+	for _, id := range silent {
+		c.stats.WokenBySilence += c.wakeFollowersOf(id)
+	}
+}
+
+// notePeerIncarnation records the incarnation a peer's liveness frame
+// carried. A change means the peer restarted, however quickly: its raft
+// replicas came back as followers, so the quiesced followers here of a
+// leader on it would otherwise wait for a leader that no longer exists —
+// forever when the restarted node may not campaign (a full or stalled
+// disk holds it off, diskfull.go), as its frames keep it from looking
+// silent.
+func (c *Core) notePeerIncarnation(from NodeID, incarnation uint64) {
+	i, ok := slices.BinarySearch(c.liveness.peers, from)
+	if !ok {
 		return
 	}
+	was := c.liveness.incarnation[i]
+	c.liveness.incarnation[i] = incarnation
+	if was != 0 && was != incarnation && !c.bugRestartNeverWakes() {
+		c.stats.WokenByRestart += c.wakeFollowersOf(from)
+	}
+}
+
+// wakeFollowersOf wakes this node's quiesced followers of a leader on node
+// id, returning how many it woke; they tick again, time out and elect.
+func (c *Core) wakeFollowersOf(id NodeID) (woken uint64) {
 	for _, g := range c.groups {
-		if !g.quiesced || g.quiescedLeader == c.cfg.ID {
-			continue
-		}
-		for _, id := range silent {
-			if g.quiescedLeader == id {
-				g.quiesced = false
-				c.stats.WokenBySilence++
-			}
+		if g.quiesced && g.quiescedLeader != c.cfg.ID && g.quiescedLeader == id {
+			g.quiesced = false
+			woken++
 		}
 	}
+	return woken
 }

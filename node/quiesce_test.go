@@ -97,3 +97,37 @@ func TestQuiescedFollowersElectAfterLeaderCrash(t *testing.T) {
 	}
 	t.Fatalf("no new leader for %v within 100 ticks of its leader's node %d crashing", tp, old)
 }
+
+// TestQuiescedFollowersElectAfterLeaderRestartsFull restarts the node
+// leading a quiesced partition at once, on a disk that filled while it was
+// down (the real-process TestFullNodeHandsOffLeadership): it never looks
+// silent, and being full it may not campaign, so only its new incarnation
+// tells the quiesced followers to wake and elect one of them.
+func TestQuiescedFollowersElectAfterLeaderRestartsFull(t *testing.T) {
+	c := settledQuiet(t, func(cfg *Config) { cfg.MinFreeBytes = 1 << 20 })
+	tp := TopicPartition{Topic: "t", Partition: 1}
+	old := c.leader(tp)
+	c.crash(old)
+	d := c.disks[old]
+	d.SetCapacity(d.UsedBytes() + 512<<10) // below the floor: full from its first tick
+	c.start(old)
+	for range 200 {
+		c.tick(1)
+		if lead := c.agreedLeader(tp); lead != 0 && lead != old {
+			var woken uint64
+			for _, id := range c.ids {
+				if id != old {
+					woken += c.cores[id].Stats().WokenByRestart
+				}
+			}
+			if woken == 0 {
+				t.Fatalf("new leader %d without a wake by restart", lead)
+			}
+			if !c.cores[old].diskFull() {
+				t.Fatalf("restarted node %d not full", old)
+			}
+			return
+		}
+	}
+	t.Fatalf("no new leader for %v within 200 ticks of its leader's node %d restarting full", tp, old)
+}

@@ -29,6 +29,7 @@ type Stats struct {
 	ReadyPolls           uint64 // groups asked HasReady by the Ready rounds (ready.go)
 	Quiesced             uint64 // times a leader quiesced its group (quiesce.go)
 	WokenBySilence       uint64 // quiesced followers woken because their leader's node went silent
+	WokenByRestart       uint64 // quiesced followers woken because their leader's node restarted (a new incarnation)
 	// AuthorizationsParked counts requests the applied ACLs would have
 	// refused on a state not confirmed current, parked until a metadata
 	// read index confirmed it (auth.go: confirmThenHandle).
@@ -133,6 +134,9 @@ func (c *Core) Receive(frame []byte) {
 		return
 	}
 	c.noteHeard(NodeID(from))
+	if rj.incarnation != 0 {
+		c.notePeerIncarnation(NodeID(from), rj.incarnation)
+	}
 	if rj.disk != 0 {
 		c.notePeerDisk(NodeID(from), rj.disk)
 	}

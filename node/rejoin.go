@@ -687,11 +687,12 @@ func (c *Core) receiveRejoin(from NodeID, rj *rejoinFrame) {
 // rejoinFrame is what a received frame carried for disk-loss recovery,
 // and the disk state of a liveness frame.
 type rejoinFrame struct {
-	probes  []*strandpb.RejoinProbe
-	answers []*strandpb.RejoinAnswer
-	disk    uint64       // RaftFrame.disk_state of a liveness frame (liveness.go), 0: absent
-	txn     txnPeerFrame // the transaction coordinators' peer requests (txn_peer.go)
-	prefix  prefixFrame  // compacted-prefix installs (compaction_install.go)
+	probes      []*strandpb.RejoinProbe
+	answers     []*strandpb.RejoinAnswer
+	disk        uint64       // RaftFrame.disk_state of a liveness frame (liveness.go), 0: absent
+	incarnation uint64       // RaftFrame.incarnation of a liveness frame (quiesce.go), 0: absent
+	txn         txnPeerFrame // the transaction coordinators' peer requests (txn_peer.go)
+	prefix      prefixFrame  // compacted-prefix installs (compaction_install.go)
 }
 
 // parseRejoinField decodes a RaftFrame's probe or answer field.

@@ -221,6 +221,20 @@ func (p *planner) liveNode() *simNode {
 	return live[p.w.rngFault.IntN(len(live))]
 }
 
+// downNode picks a crashed node whose restart is queued, or nil.
+func (p *planner) downNode() *simNode {
+	var down []*simNode
+	for _, n := range p.w.nodes {
+		if !n.up && !n.dead && n.restartDue {
+			down = append(down, n)
+		}
+	}
+	if len(down) == 0 {
+		return nil
+	}
+	return down[p.w.rngFault.IntN(len(down))]
+}
+
 // crash crashes a live node and schedules its restart.
 func (p *planner) crash() {
 	if n := p.liveNode(); n != nil {

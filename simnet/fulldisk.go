@@ -18,9 +18,16 @@ const (
 	simFullSlackBytes = 128 << 10
 )
 
-// diskFull fills a live node's disk for a while.
+// diskFull fills a node's disk for a while: a live node's, or one in
+// three times a crashed node's waiting to restart, which then comes back
+// full (its disk filled while it was down: another process's files), a
+// restart its peers may see only as a new incarnation (node/quiesce.go).
 func (p *planner) diskFull() {
 	n := p.liveNode()
+	if down := p.downNode(); down != nil && p.w.rngFault.IntN(3) == 0 {
+		n = down
+		p.w.coverage.Inc("fault/disk-full-while-down")
+	}
 	if n == nil || n.fullUntil != 0 {
 		return
 	}

@@ -97,7 +97,27 @@ func (ww *wireWorkload) pendingWork() string {
 		}
 		return fmt.Sprintf("%d actors still working, clients %v not finished", ww.active, busy)
 	}
-	return fmt.Sprintf("final heal at %v, drain at partition %d of %d", ww.finalHealAt, ww.drain.nextPartition, len(ww.drain.positions))
+	s := fmt.Sprintf("final heal at %v, drain at partition %d of %d", ww.finalHealAt, ww.drain.nextPartition, len(ww.drain.positions))
+	if ww.drain.nextPartition < len(ww.drain.positions) {
+		return s
+	}
+	// Past the last partition the drain waits for what drainNext awaits.
+	if mp := ww.moves; mp != nil && !mp.settled && mp.settleStart != 0 {
+		s += "; moves: " + ww.unfinishedMove()
+	}
+	if jp := ww.joins; jp != nil && !jp.settled && jp.settleStart != 0 {
+		s += "; membership: " + ww.unsettledMembership()
+	}
+	if op := ww.ops; op != nil && !op.verified {
+		s += fmt.Sprintf("; operator: action %d of %d", op.next, len(op.plan))
+		if op.busy && op.next > 0 {
+			s += fmt.Sprintf(" (%s) in flight", op.plan[op.next-1].kind)
+		}
+		if op.verify != nil {
+			s += ", verifying"
+		}
+	}
+	return s
 }
 
 // eventsMax is the run's event budget: Options.EventsMax, and

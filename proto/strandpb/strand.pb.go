@@ -873,6 +873,10 @@ type RaftFrame struct {
 	// 1 has space, 2 full (refuses produce, hands its leaderships on); 0 or
 	// absent: not said.
 	DiskState uint64 `protobuf:"varint,52,opt,name=disk_state,json=diskState,proto3" json:"disk_state,omitempty"`
+	// Liveness frames carry the sender's incarnation too: a number drawn
+	// at each start, so a peer that restarted faster than an election
+	// timeout is still seen to have restarted (node/quiesce.go). 0: not said.
+	Incarnation uint64 `protobuf:"varint,57,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	// Transaction marker requests between nodes (node/txn_peer.go): each a
 	// marshalled Request (write_txn_markers) or Response; wire.proto
 	// imports this file, so they travel as bytes.
@@ -948,6 +952,13 @@ func (x *RaftFrame) GetRejoinAnswers() []*RejoinAnswer {
 func (x *RaftFrame) GetDiskState() uint64 {
 	if x != nil {
 		return x.DiskState
+	}
+	return 0
+}
+
+func (x *RaftFrame) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
 	}
 	return 0
 }
@@ -1382,14 +1393,15 @@ const file_strand_proto_rawDesc = "" +
 	"\vRaftMessage\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\fR\amessage\"\xb1\x03\n" +
+	"\amessage\x18\x03 \x01(\fR\amessage\"\xd3\x03\n" +
 	"\tRaftFrame\x12\x1b\n" +
 	"\tfrom_node\x18\x01 \x01(\x04R\bfromNode\x12/\n" +
 	"\bmessages\x18\x02 \x03(\v2\x13.strand.RaftMessageR\bmessages\x128\n" +
 	"\rrejoin_probes\x182 \x03(\v2\x13.strand.RejoinProbeR\frejoinProbes\x12;\n" +
 	"\x0erejoin_answers\x183 \x03(\v2\x14.strand.RejoinAnswerR\rrejoinAnswers\x12\x1d\n" +
 	"\n" +
-	"disk_state\x184 \x01(\x04R\tdiskState\x12!\n" +
+	"disk_state\x184 \x01(\x04R\tdiskState\x12 \n" +
+	"\vincarnation\x189 \x01(\x04R\vincarnation\x12!\n" +
 	"\ftxn_requests\x185 \x03(\fR\vtxnRequests\x12#\n" +
 	"\rtxn_responses\x186 \x03(\fR\ftxnResponses\x12>\n" +
 	"\x0fprefix_requests\x187 \x03(\v2\x15.strand.PrefixRequestR\x0eprefixRequests\x128\n" +
