@@ -69,7 +69,11 @@ const tierCheckEvery = 500 * time.Millisecond
 // tierApply is a partition's newest applied index and its topic id.
 type tierApply struct{ topicID, index uint64 }
 
-// tierApplied notes that a replica of tp (topic id topicID) applied index.
+// tierApplied notes that a replica of tp (topic id topicID) applied
+// index. Topic ids only grow: a replica of an older incarnation of tp (a
+// deleted topic, on a node that was down) changes nothing. Before, its
+// applies made it the newest, and the check then read a manifest its
+// deleted incarnation's leader had trimmed since (seed 19).
 func (w *world) tierApplied(tp node.TopicPartition, topicID, index uint64) {
 	if !w.opts.Tiered {
 		return
@@ -78,7 +82,7 @@ func (w *world) tierApplied(tp node.TopicPartition, topicID, index uint64) {
 		w.tierNewest = make(map[node.TopicPartition]tierApply)
 	}
 	a := w.tierNewest[tp]
-	if topicID != a.topicID || index > a.index {
+	if topicID > a.topicID || (topicID == a.topicID && index > a.index) {
 		w.tierNewest[tp] = tierApply{topicID: topicID, index: index}
 	}
 }
@@ -100,13 +104,13 @@ func (w *world) checkTier(final bool) {
 		return
 	}
 	for _, tp := range groupTopics(w.opts.Partitions) {
-		newest := w.tierNewest[tp].index
+		newest := w.tierNewest[tp]
 		for _, n := range w.nodes {
 			if !n.up || n.core == nil {
 				continue
 			}
-			m, applied, ok := n.core.TierManifest(tp)
-			if !ok || applied != newest || !m.Active() {
+			m, topicID, applied, ok := n.core.TierManifest(tp)
+			if !ok || topicID != newest.topicID || applied != newest.index || !m.Active() {
 				continue
 			}
 			if final {

@@ -44,7 +44,7 @@ type core interface {
 	// ClusterID is the cluster id a connection's Hello names (wire.go).
 	ClusterID() metadata.UUID
 	// TierManifest and VerifyTier: the tiered-storage checks (tier.go).
-	TierManifest(tp node.TopicPartition) (tier.Manifest, uint64, bool)
+	TierManifest(tp node.TopicPartition) (m tier.Manifest, topicID, applied uint64, ok bool)
 	VerifyTier(tp node.TopicPartition, object func(key string) ([]byte, bool)) (int, error)
 }
 
