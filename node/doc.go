@@ -683,8 +683,10 @@
 //     follower that steps it from its leader, in its term, with exactly the committed log, stops
 //     ticking (so it cannot campaign). Any proposal, read or raft message wakes the group. Every
 //     node sends every peer an empty frame each raft tick; a node silent for an election timeout
-//     wakes the quiesced followers of its groups. The metadata group never quiesces. Planted bug
-//     QuiescedNeverWake. Rejected: coalesced heartbeats per node pair (CPU stays linear in groups);
+//     wakes the quiesced followers of its groups; so does a new incarnation in its frames (drawn at
+//     each Open: a node back within an election timeout, full and so never campaigning, left its
+//     groups leaderless). The metadata group never quiesces. Planted bugs QuiescedNeverWake,
+//     RestartNeverWakes. Rejected: coalesced heartbeats per node pair (CPU stays linear in groups);
 //     a longer heartbeat interval (slower failover).
 //   - Tail caches share a node budget (256 MiB over all logs; a fixed 8 MiB per log would be 16 GiB
 //     at 2,000 replicas). A fetch reads its whole batch range with one raftlog call. Still linear:
