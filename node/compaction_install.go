@@ -222,7 +222,11 @@ func (c *Core) servePrefix(from NodeID, req *strandpb.PrefixRequest) {
 		return
 	}
 	g.pass.askedAt = c.ticks
-	if g.pass.stuck != "" || g.pass.install != nil || !c.openPrefix(g) {
+	if g.pass.stuck != "" {
+		ans.Stuck = true
+		return
+	}
+	if g.pass.install != nil || !c.openPrefix(g) {
 		return
 	}
 	s := g.pass.store
@@ -247,13 +251,21 @@ func (c *Core) servePrefix(from NodeID, req *strandpb.PrefixRequest) {
 // takeChunk appends a chunk g's install waits for (step 3).
 func (c *Core) takeChunk(from NodeID, ch *strandpb.PrefixChunk) {
 	g := c.routeMessage(ch.GetTopic(), ch.GetPartition())
-	if g == nil || ch.GetTopic() == metaTopic || g.pass.install == nil || g.pass.store == nil {
+	if g == nil || ch.GetTopic() == metaTopic {
+		return
+	}
+	notePeerStuck(&g.pass, from, ch.GetStuck())
+	if g.pass.install == nil || g.pass.store == nil {
 		return
 	}
 	in := g.pass.install
 	if in.peer != from || in.job != 0 || ch.GetGeneration() != in.gen {
 		if in.peer == from && in.job == 0 && ch.GetGeneration() == 0 {
-			c.dropInstall(g, "the peer holds no such prefix")
+			why := "the peer holds no such prefix"
+			if ch.GetStuck() {
+				why = "the peer is stuck too"
+			}
+			c.dropInstall(g, why)
 		}
 		return
 	}
@@ -365,4 +377,29 @@ func (f *prefixFrame) parse(chunk bool, b []byte) {
 	if m := (&strandpb.PrefixRequest{}); proto.Unmarshal(b, m) == nil && len(f.requests) < prefixFramesMax {
 		f.requests = append(f.requests, m)
 	}
+}
+
+// notePeerStuck records whether peer's answer said it is stuck: in
+// p.stuckPeers or p.freePeers, out of the other.
+func notePeerStuck(p *passState, peer NodeID, stuck bool) {
+	add, drop := &p.freePeers, &p.stuckPeers
+	if stuck {
+		add, drop = drop, add
+	}
+	if i, in := slices.BinarySearch(*add, peer); !in {
+		*add = slices.Insert(*add, i, peer)
+	}
+	if i, in := slices.BinarySearch(*drop, peer); in {
+		*drop = slices.Delete(*drop, i, i+1)
+	}
+}
+
+// probeStuck asks peer, for a stuck leader deciding where to hand its
+// leadership, whether it is stuck too: a request for generation gen's
+// first chunk, answered like any other (takeChunk notes the answer's
+// stuck flag; the chunk itself, if any, no install awaits).
+func (c *Core) probeStuck(g *group, peer NodeID, gen uint64) {
+	req := &strandpb.PrefixRequest{Topic: wireTopic(g.tp.Topic, g.topicID), Partition: g.tp.Partition,
+		Generation: gen, Offset: -1}
+	c.sendPrefixFrame(peer, &strandpb.RaftFrame{FromNode: uint64(c.cfg.ID), PrefixRequests: []*strandpb.PrefixRequest{req}})
 }

@@ -624,3 +624,54 @@ func TestPassBudgetHoldsPassNotProduce(t *testing.T) {
 	}
 	t.Logf("a pass read and wrote at most %d bytes in a tick", stepMost)
 }
+
+// TestStuckLeadersKeepLeadership shows two stuck replicas of a compacted
+// partition whose third replica (the one that could report the decided
+// pass) is down do not hand the leadership to each other: a stuck leader
+// hands on only to a voter that answered it is not stuck (simnet seed
+// 198: two stuck replicas traded the leadership of __strand_offsets/1 at
+// every check, and its group coordinator stopped serving).
+func TestStuckLeadersKeepLeadership(t *testing.T) {
+	c, kv := compactedCluster(t, 32)
+	c.fillPartition(kv, 60)
+	c.tick(40)
+	c.checkPrefixesAgree(kv, 1)
+	lead := c.leader(kv)
+	down := c.ids[0]
+	if down == lead {
+		down = c.ids[1]
+	}
+	c.crash(down)
+	// The record falls behind the decision: the live replicas are stuck
+	// (by hand, so they install nothing) before they pass generation 2.
+	c.fillKeys(kv, 40, 8)
+	for i := 0; ; i++ {
+		st := c.cores[c.leader(kv)].byTP[kv].part.Compaction()
+		if st.Decision.Generation > st.DoneGeneration {
+			break
+		}
+		if i == 200 {
+			t.Fatalf("no decision past the record within 200 ticks: %+v", st)
+		}
+		c.tick(1)
+	}
+	for _, id := range c.ids {
+		if id != down {
+			c.cores[id].byTP[kv].pass.stuck = "stuck by the test"
+		}
+	}
+	changes, prev := 0, c.leader(kv)
+	for range 400 {
+		c.tick(1)
+		if l := c.agreedLeader(kv); l != 0 && l != prev {
+			changes++
+			prev = l
+		}
+	}
+	if changes > 1 {
+		t.Fatalf("the leadership moved %d times in 400 ticks between two stuck replicas", changes)
+	}
+	if res := c.produce(c.leader(kv), ProduceRequest{TopicPartition: kv, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "k1", 1)}); res.Err != nil {
+		t.Fatalf("produce with the stuck replicas: %v", res.Err)
+	}
+}

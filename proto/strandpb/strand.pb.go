@@ -1067,16 +1067,20 @@ func (x *PrefixRequest) GetOffset() int64 {
 // end: the last chunk). An answer with generation 0 is a refusal (that
 // replica holds no such prefix).
 type PrefixChunk struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	Generation    uint64                 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
-	Start         int64                  `protobuf:"varint,4,opt,name=start,proto3" json:"start,omitempty"`
-	End           int64                  `protobuf:"varint,5,opt,name=end,proto3" json:"end,omitempty"`
-	Digest        []byte                 `protobuf:"bytes,6,opt,name=digest,proto3" json:"digest,omitempty"`
-	Offset        int64                  `protobuf:"varint,7,opt,name=offset,proto3" json:"offset,omitempty"`
-	Next          int64                  `protobuf:"varint,8,opt,name=next,proto3" json:"next,omitempty"`
-	Batches       []byte                 `protobuf:"bytes,9,opt,name=batches,proto3" json:"batches,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Topic      string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition  int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Generation uint64                 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	Start      int64                  `protobuf:"varint,4,opt,name=start,proto3" json:"start,omitempty"`
+	End        int64                  `protobuf:"varint,5,opt,name=end,proto3" json:"end,omitempty"`
+	Digest     []byte                 `protobuf:"bytes,6,opt,name=digest,proto3" json:"digest,omitempty"`
+	Offset     int64                  `protobuf:"varint,7,opt,name=offset,proto3" json:"offset,omitempty"`
+	Next       int64                  `protobuf:"varint,8,opt,name=next,proto3" json:"next,omitempty"`
+	Batches    []byte                 `protobuf:"bytes,9,opt,name=batches,proto3" json:"batches,omitempty"`
+	// The answering replica runs no passes itself (it is stuck, waiting for
+	// an install): it cannot report one, so a stuck leader never hands its
+	// leadership to it (node/compaction_replica.go, handOffStuck).
+	Stuck         bool `protobuf:"varint,10,opt,name=stuck,proto3" json:"stuck,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1172,6 +1176,13 @@ func (x *PrefixChunk) GetBatches() []byte {
 		return x.Batches
 	}
 	return nil
+}
+
+func (x *PrefixChunk) GetStuck() bool {
+	if x != nil {
+		return x.Stuck
+	}
+	return false
 }
 
 // RejoinProbe asks the receiving node about one group: topic and partition
@@ -1412,7 +1423,7 @@ const file_strand_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x03 \x01(\x04R\n" +
 	"generation\x12\x16\n" +
-	"\x06offset\x18\x04 \x01(\x03R\x06offset\"\xe7\x01\n" +
+	"\x06offset\x18\x04 \x01(\x03R\x06offset\"\xfd\x01\n" +
 	"\vPrefixChunk\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1e\n" +
@@ -1424,7 +1435,9 @@ const file_strand_proto_rawDesc = "" +
 	"\x06digest\x18\x06 \x01(\fR\x06digest\x12\x16\n" +
 	"\x06offset\x18\a \x01(\x03R\x06offset\x12\x12\n" +
 	"\x04next\x18\b \x01(\x03R\x04next\x12\x18\n" +
-	"\abatches\x18\t \x01(\fR\abatches\"`\n" +
+	"\abatches\x18\t \x01(\fR\abatches\x12\x14\n" +
+	"\x05stuck\x18\n" +
+	" \x01(\bR\x05stuck\"`\n" +
 	"\vRejoinProbe\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1d\n" +
