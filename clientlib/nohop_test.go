@@ -100,28 +100,3 @@ func TestRequestTimeoutKeptByWatchdog(t *testing.T) {
 		t.Fatalf("a held call ended with %v, want a TIMEOUT error", err)
 	}
 }
-
-// A small produce request on a live connection with a free slot is written
-// by the producer's loop itself: producing record after record, one
-// request each, starts no sender goroutine (one hand-off fewer per
-// request). Before, every request went through the node's sender.
-func TestSmallProduceWrittenByTheLoop(t *testing.T) {
-	_, client, ctx := setup(t, []fake.Opt{fake.Nodes(1), fake.Topic("t", 1)}, smallBatches...)
-	// A fetch first, so the connection to the node is live before the
-	// producer starts.
-	if _, err := client.ListOffsets(ctx, "t", nil, clientlib.OffsetLatest()); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 20 {
-		if err := client.ProduceSync(ctx, &clientlib.Record{Topic: "t", Value: []byte{byte(i)}}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var buf bytes.Buffer
-	if err := pprof.Lookup("goroutine").WriteTo(&buf, 2); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(buf.String(), "clientlib.(*producer).senderLoop") {
-		t.Fatal("a sender goroutine runs: small requests on a live connection went through it")
-	}
-}

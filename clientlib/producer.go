@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/strandlog/strand/engine/recordbatch"
@@ -229,24 +228,11 @@ type producer struct {
 	memo           assignMemo
 	nodeInFlight   map[uint64]int
 	senders        map[uint64]chan []sentBatch
-	// queued counts, per node, the requests handed to its sender and not
-	// yet begun (the loop adds, the sender subtracts): a request may be
-	// written by the loop itself only while it is 0 (liveIO.send).
-	queued map[uint64]*atomic.Int32
-	// direct holds the answers reported while the loop itself begins a
-	// request (a call can fail, or be answered, before beginCall returns;
-	// the loop must not block on its own results channel): run handles
-	// them after the drive that sent it.
-	direct struct {
-		mu   sync.Mutex
-		on   bool
-		held []requestResult
-	}
-	producerID    int64
-	initInFlight  bool
-	refreshing    bool
-	refreshAt     time.Duration
-	refreshWanted bool
+	producerID     int64
+	initInFlight   bool
+	refreshing     bool
+	refreshAt      time.Duration
+	refreshWanted  bool
 	// refreshStreak counts the refreshes started since the producer last
 	// wanted none: the wait before the next grows with it (KIP-580).
 	refreshStreak  int
@@ -287,7 +273,6 @@ func newProducer(c *Client) *producer {
 		unknownAnswers: make(map[string]int),
 		nodeInFlight:   make(map[uint64]int),
 		senders:        make(map[uint64]chan []sentBatch),
-		queued:         make(map[uint64]*atomic.Int32),
 		producerID:     -1,
 		retiredIDs:     make(map[string][][]byte),
 		newestIDs:      make(map[string]seenID),
@@ -424,12 +409,6 @@ func (p *producer) run() {
 	for {
 		now := p.c.monotonic()
 		next := p.drive(now)
-		if held := p.takeHeld(); len(held) > 0 {
-			for _, res := range held {
-				p.handle(res, p.c.monotonic())
-			}
-			continue // drive again before waiting
-		}
 		if !timer.Stop() {
 			select {
 			case <-timer.C:

@@ -2,7 +2,6 @@ package clientlib
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/strandlog/strand/proto/strandpb"
@@ -32,100 +31,14 @@ type producerIO interface {
 	addPartitions(req *strandpb.Request, res addPartitionsResult)
 }
 
-// liveIO is the real process's producerIO: a small request to a node
-// whose live connection is free is written by the loop itself (no
-// hand-off: a producer at 1,000 records a second sends a request per
-// record); any other goes to the node's sender goroutine, which may dial,
-// wait for a slot or a throttle, or write a large request while the loop
-// goes on. The connection's reader reports each answer back to the loop
-// (no goroutine per request); the promise goroutine calls promises.
+// liveIO is the real process's producerIO: a sender goroutine per node
+// writes requests (the loop never blocks on a socket), the connection's
+// reader reports each answer back to the loop (no goroutine per request),
+// the promise goroutine calls promises.
 type liveIO struct{ p *producer }
 
 func (io liveIO) send(node uint64, batches []sentBatch) {
-	p := io.p
-	if p.beginDirect(node, batches) {
-		return
-	}
-	p.queuedFor(node).Add(1)
-	p.sender(node) <- batches // never blocks: nodeInFlight bounds it
-}
-
-// directBytesMax is the largest request (its batches' bytes) the loop
-// writes itself; a larger one goes to the sender, so the loop never waits
-// long on a socket.
-const directBytesMax = 64 << 10
-
-// beginDirect begins a produce request from the loop, on node's live
-// connection, when nothing for node waits in its sender (requests reach
-// the wire in the order the loop built them), the request is small, a slot
-// is free and the node does not throttle the connection (never waiting
-// for either), and the answers that may be outstanding fit the results
-// channel (so the connection's reader cannot block on it while the loop
-// writes). It reports whether it began the request; when not, nothing was
-// sent.
-func (p *producer) beginDirect(node uint64, batches []sentBatch) bool {
-	if q := p.queued[node]; q != nil && q.Load() > 0 {
-		return false
-	}
-	size, outstanding := 0, 0
-	for _, sb := range batches {
-		size += len(sb.bytes)
-	}
-	for _, n := range p.nodeInFlight {
-		outstanding += n
-	}
-	if size > directBytesMax || outstanding > cap(p.results)/2 {
-		return false
-	}
-	bc := p.c.liveConn(node)
-	if bc == nil {
-		return false
-	}
-	cfg := &p.c.cfg
-	p.direct.mu.Lock()
-	p.direct.on = true
-	p.direct.mu.Unlock()
-	_, err := bc.beginCall(context.Background(), p.produceRequest(batches), callSpec{noAnswer: cfg.acks == AcksNone,
-		timeout: cfg.requestTimeout + time.Second, owned: true, noWait: true,
-		onDone: func(resp *strandpb.Response, err error) {
-			p.reportHeld(requestResult{node: node, batches: batches, resp: resp, err: err})
-		}})
-	p.direct.mu.Lock()
-	p.direct.on = false
-	p.direct.mu.Unlock()
-	return err == nil // an error: the call was not registered, nothing sent
-}
-
-// queuedFor is node's count of requests waiting in its sender.
-func (p *producer) queuedFor(node uint64) *atomic.Int32 {
-	q := p.queued[node]
-	if q == nil {
-		q = new(atomic.Int32)
-		p.queued[node] = q
-	}
-	return q
-}
-
-// reportHeld is report for a request the loop may be beginning itself:
-// while it is, the result is held for run to handle.
-func (p *producer) reportHeld(res requestResult) {
-	p.direct.mu.Lock()
-	if p.direct.on {
-		p.direct.held = append(p.direct.held, res)
-		p.direct.mu.Unlock()
-		return
-	}
-	p.direct.mu.Unlock()
-	p.report(res)
-}
-
-// takeHeld returns the results held while the loop began requests.
-func (p *producer) takeHeld() []requestResult {
-	p.direct.mu.Lock()
-	defer p.direct.mu.Unlock()
-	held := p.direct.held
-	p.direct.held = nil
-	return held
+	io.p.sender(node) <- batches // never blocks: nodeInFlight bounds it
 }
 
 func (io liveIO) refresh(topics []string) {
@@ -204,7 +117,7 @@ func (p *producer) sender(node uint64) chan<- []sentBatch {
 	if ch == nil {
 		ch = make(chan []sentBatch, p.c.cfg.inFlightPerConn)
 		p.senders[node] = ch
-		go p.senderLoop(node, ch, p.queuedFor(node))
+		go p.senderLoop(node, ch)
 	}
 	return ch
 }
@@ -213,12 +126,11 @@ func (p *producer) sender(node uint64) chan<- []sentBatch {
 // the wire in the order the loop built them (a partition's batches in
 // sequence order). It writes each itself (brokerConn.begin); the answer
 // comes back through begin's callback, on the connection's reader.
-func (p *producer) senderLoop(node uint64, ch <-chan []sentBatch, queued *atomic.Int32) {
+func (p *producer) senderLoop(node uint64, ch <-chan []sentBatch) {
 	for {
 		select {
 		case batches := <-ch:
 			p.begin(node, batches)
-			queued.Add(-1)
 		case <-p.stop:
 			return
 		}
