@@ -246,6 +246,9 @@ func (p *producer) pop(s *sink) {
 		if !ok {
 			return
 		}
+		if p.memo.stuck {
+			p.memo.sticky = nil // a window shrank: a partition may be available
+		}
 		b := s.sealed[c.ID]
 		delete(s.sealed, c.ID)
 		for i, pr := range b.records {

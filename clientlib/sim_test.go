@@ -88,6 +88,24 @@ func (w *scriptedWorld) fire(limit int) int {
 	return 0
 }
 
+// fireDue fires the events due by now (none later), bounded.
+func (w *scriptedWorld) fireDue() {
+	for i := 0; i < 1000; i++ {
+		due := -1
+		for j, e := range w.events {
+			if e.at <= w.now && (due < 0 || e.seq < w.events[due].seq) {
+				due = j
+			}
+		}
+		if due < 0 {
+			return
+		}
+		e := w.events[due]
+		w.events = append(w.events[:due], w.events[due+1:]...)
+		e.fn()
+	}
+}
+
 // twoNodeMetadata names n1 the leader of t/0 (stale once n2 leads).
 func twoNodeMetadata() *strandpb.Response {
 	return &strandpb.Response{Body: &strandpb.Response_Metadata{Metadata: &strandpb.MetadataResponse{
@@ -309,5 +327,143 @@ func TestSimulatedNoRetriesSendsOnce(t *testing.T) {
 	}
 	if errs[2] != nil {
 		t.Errorf("record 2: %v, want acknowledged", errs[2])
+	}
+}
+
+// twoLeaderMetadata names n1 the leader of t/0 and n2 of t/1.
+func twoLeaderMetadata() *strandpb.Response {
+	return &strandpb.Response{Body: &strandpb.Response_Metadata{Metadata: &strandpb.MetadataResponse{
+		Nodes: []*strandpb.MetadataResponse_Node{{Id: 1, Address: "n1"}, {Id: 2, Address: "n2"}},
+		Topics: []*strandpb.MetadataResponse_Topic{{Name: "t", Partitions: []*strandpb.MetadataResponse_Partition{
+			{Partition: 0, LeaderId: 1}, {Partition: 1, LeaderId: 2}}}},
+	}}}
+}
+
+// TestStickyPartitionLeavesSuspectOrLeaderless: keyless records stay on
+// their sticky partition while it is available, and the next record after
+// its leader is marked suspect, or after the metadata names it no leader,
+// goes to the other partition at once, if that one is available (assign's memo of the sticky choice
+// must not outlive either).
+func TestStickyPartitionLeavesSuspectOrLeaderless(t *testing.T) {
+	w, c, produce := stickyWorld(t)
+	first := produce()
+	for range 3 {
+		if p := produce(); p != first {
+			t.Fatalf("keyless record went to partition %d, the sticky one is %d", p, first)
+		}
+	}
+	leader := uint64(first + 1) // t/0 is led by node 1, t/1 by node 2
+	c.mu.Lock()
+	c.suspects.Mark(leader, w.now, time.Millisecond)
+	c.mu.Unlock()
+	second := produce()
+	if second == first {
+		t.Fatalf("record went to partition %d, whose leader %d is suspect", second, leader)
+	}
+	w.now += 2 * time.Millisecond // the suspicion lapses: both are available again
+	if p := produce(); p != second {
+		t.Fatalf("keyless record went to partition %d, the sticky one is %d", p, second)
+	}
+	c.mu.Lock()
+	c.meta.ForgetLeader("t", second)
+	c.mu.Unlock()
+	if p := produce(); p == second {
+		t.Fatalf("record went to partition %d, which has no leader known", p)
+	}
+}
+
+// TestStickyPartitionStaysWhileNoneAvailable: with both partitions'
+// leaders suspect, keyless records stay on the sticky partition; once the
+// other partition's suspicion lapses, the next record goes there (the
+// memo of "none available" lapses with the first suspicion).
+func TestStickyPartitionStaysWhileNoneAvailable(t *testing.T) {
+	w, c, produce := stickyWorld(t)
+	first := produce()
+	other := 1 - first
+	c.mu.Lock()
+	c.suspects.Mark(uint64(first+1), w.now, time.Hour)
+	c.suspects.Mark(uint64(other+1), w.now, time.Millisecond)
+	c.mu.Unlock()
+	for range 3 {
+		if p := produce(); p != first {
+			t.Fatalf("record went to partition %d with none available, the sticky one is %d", p, first)
+		}
+	}
+	w.now += 2 * time.Millisecond
+	if p := produce(); p != other {
+		t.Fatalf("record went to partition %d, want %d, whose leader's suspicion lapsed", p, other)
+	}
+}
+
+// TestStickyPartitionLeavesWhenAnotherWindowEmpties: with every
+// partition's window full (one batch in flight each), keyless records
+// stay on the sticky partition; once the other partition's batch is
+// answered (its window empties) while the sticky one's stays in flight,
+// the next record goes to the other (the memo of "none available" lapses
+// when a window shrinks).
+func TestStickyPartitionLeavesWhenAnotherWindowEmpties(t *testing.T) {
+	w, c, produce := stickyWorld(t, Linger(0), MaxInFlightBatches(1))
+	var parts []int32
+	for range 4 { // both windows fill; the last two records wait in the open batch
+		parts = append(parts, produce())
+	}
+	cur := parts[3]
+	if parts[2] != cur {
+		t.Fatalf("records went to %v: the last two should share the sticky partition", parts)
+	}
+	other := 1 - cur
+	leader := "n" + string(rune('1'+cur))
+	w.silent = func(addr string, req *strandpb.Request) bool { return addr == leader && req.GetProduce() != nil }
+	answered := false
+	for i := 0; i < 10 && !answered; i++ {
+		w.fire(1)
+		c.mu.Lock()
+		answered = c.producer.sinks[topicPartition{"t", other}].w.Len() == 0
+		c.mu.Unlock()
+	}
+	if !answered {
+		t.Fatalf("partition %d's batch was not answered", other)
+	}
+	if p := produce(); p != other {
+		t.Fatalf("record went to partition %d, want %d, whose window emptied", p, other)
+	}
+}
+
+// stickyWorld is a simulated keyless producer (linger an hour unless opts
+// say otherwise, so no batch is sealed) of topic t, whose partitions 0 and 1 are led by nodes
+// 1 and 2; produce places one record and returns its partition.
+func stickyWorld(t *testing.T, opts ...Opt) (*scriptedWorld, *Client, func() int32) {
+	w := &scriptedWorld{}
+	w.answer = func(addr string, req *strandpb.Request) *strandpb.Response {
+		switch {
+		case req.GetMetadata() != nil:
+			return twoLeaderMetadata()
+		case req.GetInitProducerId() != nil:
+			return &strandpb.Response{Body: &strandpb.Response_InitProducerId{InitProducerId: &strandpb.InitProducerIdResponse{ProducerId: 7}}}
+		case req.GetProduce() != nil:
+			out := &strandpb.ProduceResponse{}
+			for _, p := range req.GetProduce().GetPartitions() {
+				out.Partitions = append(out.Partitions, &strandpb.ProduceResponse_Partition{Topic: p.GetTopic(),
+					Partition: p.GetPartition(), BaseOffset: int64(p.GetBaseSequence())})
+			}
+			return &strandpb.Response{Body: &strandpb.Response_Produce{Produce: out}}
+		}
+		return nil
+	}
+	c, err := NewClient(append([]Opt{Simulated(w), SeedAddresses("n1"), RandSeed(1), Linger(time.Hour)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, c, func() int32 {
+		r := &Record{Topic: "t", Value: []byte("v"), Partition: -1}
+		c.Produce(context.Background(), r, nil)
+		for i := 0; i < 100 && r.Partition < 0; i++ {
+			w.fire(1) // the first waits for metadata; then no time passes
+		}
+		if r.Partition < 0 {
+			t.Fatal("record not placed")
+		}
+		w.fireDue() // the producer's step at this instant: seals, sends
+		return r.Partition
 	}
 }

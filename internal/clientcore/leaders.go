@@ -26,6 +26,7 @@ type LeaderCache struct {
 	nodes        map[uint64]string
 	topics       map[string]*TopicInfo
 	controllerID uint64
+	changes      uint64
 }
 
 // TopicInfo is what the cache knows about one topic.
@@ -65,6 +66,7 @@ func NewLeaderCache() *LeaderCache {
 // topics named in it are updated (partition by partition, by term), topics
 // it does not name are kept.
 func (c *LeaderCache) ApplyMetadata(m *strandpb.MetadataResponse) {
+	c.changes++
 	if len(m.GetNodes()) > 0 {
 		c.nodes = make(map[uint64]string, len(m.GetNodes()))
 		for _, n := range m.GetNodes() {
@@ -127,6 +129,7 @@ func (c *LeaderCache) ApplyNotLeader(topic string, partition int32, leaderID uin
 	if p == nil {
 		return false
 	}
+	c.changes++
 	if leaderID != 0 && leaderAddress != "" {
 		c.nodes[leaderID] = leaderAddress
 	}
@@ -141,9 +144,15 @@ func (c *LeaderCache) ApplyNotLeader(topic string, partition int32, leaderID uin
 // error to it, until metadata names one again.
 func (c *LeaderCache) ForgetLeader(topic string, partition int32) {
 	if p := c.partition(topic, partition); p != nil {
+		c.changes++
 		p.LeaderID = 0
 	}
 }
+
+// Changes counts the calls that may have changed the cache (ApplyMetadata,
+// ApplyNotLeader, ForgetLeader): what was read from it is still true while
+// the count stays the same.
+func (c *LeaderCache) Changes() uint64 { return c.changes }
 
 // partition finds a cached partition.
 func (c *LeaderCache) partition(topic string, partition int32) *PartitionInfo {

@@ -37,7 +37,12 @@ type Suspects struct {
 	until   map[uint64]time.Duration
 	strikes map[uint64]int
 	last    map[uint64]time.Duration // when node last stalled
+	marks   uint64
 }
+
+// Marks counts the calls to Mark: a node not suspect at some time is still
+// not suspect later while the count stays the same (suspicions only lapse).
+func (s *Suspects) Marks() uint64 { return s.marks }
 
 // strikeMemory is how long a stall keeps raising a node's bound.
 const strikeMemory = time.Minute
@@ -50,6 +55,7 @@ func (s *Suspects) Mark(node uint64, now, d time.Duration) {
 		s.strikes = make(map[uint64]int)
 		s.last = make(map[uint64]time.Duration)
 	}
+	s.marks++
 	s.until[node] = max(s.until[node], now+d)
 	s.forget(node, now)
 	s.strikes[node]++

@@ -34,6 +34,12 @@ func (s *Sticky) Partition(topic string, partitions int32, rng *rand.Rand) int32
 	return p
 }
 
+// Current is topic's current partition, if it has one.
+func (s *Sticky) Current(topic string) (int32, bool) {
+	p, ok := s.current[topic]
+	return p, ok
+}
+
 // BatchSealed tells Sticky that partition's open batch was sealed: if it
 // was the topic's sticky partition, the next keyless record moves on,
 // avoiding the partition just used when there is another.

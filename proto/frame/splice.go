@@ -155,18 +155,11 @@ func (s *splicer) response(resp *strandpb.Response, fr *strandpb.FetchResponse) 
 
 	body := resp.Body
 	resp.Body = nil
-	rPre, rPost := s.marshalSplit(resp, responseFetchField)
+	rPost, size, err := s.frameHead(resp, responseFetchField, fetchSize)
 	resp.Body = body
-	if s.err != nil {
-		return s.err
+	if err != nil {
+		return err
 	}
-	size := rPre.len() + lenField(responseFetchField, fetchSize) + rPost.len()
-	if uint64(size) > uint64(^uint32(0)) {
-		return ErrTooLarge
-	}
-	s.head = binary.BigEndian.AppendUint32(s.head, uint32(size))
-	s.copySpan(rPre)
-	s.tagLen(responseFetchField, fetchSize)
 	s.copySpan(fPre)
 	for _, pe := range s.parts {
 		s.tagLen(fetchPartitionField, pe.size)
@@ -183,8 +176,36 @@ func (s *splicer) response(resp *strandpb.Response, fr *strandpb.FetchResponse) 
 		s.copySpan(pe.post)
 	}
 	s.copySpan(fPost)
+	s.copySpan(rPost)
+	return s.laidOut(size, "answer")
+}
+
+// frameHead begins a frame whose outer message msg (its body cleared by
+// the caller) carries, in field, a message of innerSize bytes that the
+// caller lays out next: it marshals msg around field, checks the frame's
+// size, and appends the length prefix, msg's bytes before field and
+// field's tag and length to the head. It returns msg's bytes after field
+// (the caller copies them last) and the frame's size without its prefix.
+func (s *splicer) frameHead(msg proto.Message, field protowire.Number, innerSize int) (post span, size int, err error) {
+	pre, post := s.marshalSplit(msg, field)
+	if s.err != nil {
+		return post, 0, s.err
+	}
+	size = pre.len() + lenField(field, innerSize) + post.len()
+	if uint64(size) > uint64(^uint32(0)) {
+		return post, 0, ErrTooLarge
+	}
+	s.head = binary.BigEndian.AppendUint32(s.head, uint32(size))
+	s.copySpan(pre)
+	s.tagLen(field, innerSize)
+	return post, size, nil
+}
+
+// laidOut checks that the frame written holds the size frameHead
+// promised (what names the frame in the error).
+func (s *splicer) laidOut(size int, what string) error {
 	if got := len(s.head) - s.base + s.spliced; got != LengthBytes+size {
-		return fmt.Errorf("frame: spliced answer of %d bytes, laid out for %d", got, LengthBytes+size)
+		return fmt.Errorf("frame: spliced %s of %d bytes, laid out for %d", what, got, LengthBytes+size)
 	}
 	return nil
 }

@@ -1,8 +1,6 @@
 package frame
 
 import (
-	"encoding/binary"
-	"fmt"
 	"net"
 
 	"github.com/strandlog/strand/proto/strandpb"
@@ -84,18 +82,11 @@ func (s *splicer) produce(req *strandpb.Request, pr *strandpb.ProduceRequest) er
 
 	body := req.Body
 	req.Body = nil
-	rPre, rPost := s.marshalSplit(req, requestProduceField)
+	rPost, size, err := s.frameHead(req, requestProduceField, produceSize)
 	req.Body = body
-	if s.err != nil {
-		return s.err
+	if err != nil {
+		return err
 	}
-	size := rPre.len() + lenField(requestProduceField, produceSize) + rPost.len()
-	if uint64(size) > uint64(^uint32(0)) {
-		return ErrTooLarge
-	}
-	s.head = binary.BigEndian.AppendUint32(s.head, uint32(size))
-	s.copySpan(rPre)
-	s.tagLen(requestProduceField, produceSize)
 	s.copySpan(pPre)
 	for _, pe := range s.batches {
 		s.tagLen(producePartitionField, pe.size)
@@ -107,8 +98,6 @@ func (s *splicer) produce(req *strandpb.Request, pr *strandpb.ProduceRequest) er
 		s.copySpan(pe.post)
 	}
 	s.copySpan(pPost)
-	if got := len(s.head) - s.base + s.spliced; got != LengthBytes+size {
-		return fmt.Errorf("frame: spliced produce request of %d bytes, laid out for %d", got, LengthBytes+size)
-	}
-	return nil
+	s.copySpan(rPost)
+	return s.laidOut(size, "produce request")
 }
