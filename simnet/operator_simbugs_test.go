@@ -124,9 +124,10 @@ func TestSimCatchesAcceptsAnyProof(t *testing.T) {
 // the bug the same seed passes: the refusal waits for a metadata read
 // index and the login goes on. make sim-bugs BUGS=SASLRefusesUnconfirmed
 // SEEDS=30: 10 of seeds 1-30, all among the 18 that draw authorization
-// (10 of 18); the lag probe alone draws a lagging node in 53 of the
-// standard sample's 200 seeds' creations, the rest are clients reaching a
-// node that was down or wiped when the users were created. Pinned seeds:
+// (10 of 18); the lag probe finds a node lagging the creation only now and
+// then (53 probe logins over the standard sample's 200 seeds), so most
+// catches are clients reaching a node that was down or wiped when the
+// users were created. Pinned seeds:
 // re-pin from that command's list when the trace moves.
 func TestSimCatchesSASLRefusesUnconfirmed(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
