@@ -26,8 +26,10 @@ type saslConfig struct {
 // SASL authenticates every connection with SASL/SCRAM (mechanism
 // SCRAM-SHA-256 or SCRAM-SHA-512) as user, right after the Hello, for
 // nodes started with --sasl. A wrong password fails each call with an
-// *Error of code SASL_AUTHENTICATION_FAILED (definite), and so does a node
-// that has not applied the user yet (its metadata lags). A simulated
+// *Error of code SASL_AUTHENTICATION_FAILED (definite); a node that has
+// not applied the user yet (its metadata lags) waits for a metadata read
+// before it refuses, and answers UNAVAILABLE (retriable) if it cannot
+// confirm its credentials current. A simulated
 // Client whose Transport models connections (clientcore.Conns)
 // authenticates each simulated connection with the same steps
 // (sim_sasl.go), its nonces drawn from the RandSeed source.

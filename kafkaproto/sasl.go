@@ -61,6 +61,15 @@ type SASLGate struct {
 	mechanism string
 	exchange  *sasl.Exchange
 	principal string
+	// confirming is the SaslAuthenticate step whose refusal waits for a
+	// confirmation (Confirmed), nil when none does.
+	confirming *gateConfirm
+}
+
+// gateConfirm is a SaslAuthenticate step waiting for a confirmation.
+type gateConfirm struct {
+	r *kmsg.SASLAuthenticateRequest
+	p *pending
 }
 
 // NewSASLGate is the gate of a connection to a listener that requires
@@ -93,6 +102,12 @@ type SASLStep struct {
 	// Close, when set, is why the connection closes (once Answer, if
 	// any, is written).
 	Close string
+	// Confirm: the step would refuse on what the lookup holds (an
+	// unknown user, a proof that does not match: sasl.Exchange's
+	// Unconfirmed), which may lag the metadata group. Nothing is answered
+	// yet: the caller confirms the lookup current, as SASLConfig's
+	// SASLConfirm does for the listener, and calls Confirmed.
+	Confirm bool
 }
 
 // Step runs one request (the bytes after its size prefix) through the
@@ -109,9 +124,55 @@ func (g *SASLGate) Step(frame []byte) SASLStep {
 		return SASLStep{Pass: true, Principal: g.principal}
 	case err != nil:
 		return SASLStep{Principal: g.principal, Close: err.Error()}
+	case g.confirming != nil:
+		return SASLStep{Principal: g.principal, Confirm: true}
+	}
+	return g.stepOf(before, p)
+}
+
+// stepOf is the SASLStep that answers p.
+func (g *SASLGate) stepOf(before string, p *pending) SASLStep {
+	if p.resp == nil {
+		return SASLStep{Principal: g.principal, Close: p.closeAfter}
 	}
 	return SASLStep{Principal: g.principal, Answer: appendResponse(nil, p, p.resp()),
 		Authenticated: before == "" && g.principal != "", Close: p.closeAfter}
+}
+
+// Confirmed decides the step that asked for a confirmation (Confirm): err
+// is nil once the lookup reads state confirmed current, and the step's
+// refusal (or its success, the user applied meanwhile) is then final;
+// otherwise the connection closes without an answer, which Kafka clients
+// retry (no SaslAuthenticate error code is retriable to them), never
+// SASL_AUTHENTICATION_FAILED.
+func (g *SASLGate) Confirmed(err error) SASLStep {
+	before := g.principal
+	p := g.confirmed(err)
+	if p == nil {
+		return SASLStep{Principal: g.principal, Close: "SASL: a confirmation no step asked for"}
+	}
+	return g.stepOf(before, p)
+}
+
+// confirmed ends g.confirming with err (see Confirmed): its pending with
+// the answer set, or with none and closeAfter set.
+func (g *SASLGate) confirmed(err error) *pending {
+	c := g.confirming
+	if c == nil {
+		return nil
+	}
+	g.confirming = nil
+	if err != nil {
+		c.p.closeAfter = fmt.Sprintf("SASL: cannot decide the exchange, the node's credentials not confirmed current: %v", err)
+		return c.p
+	}
+	resp := kmsg.NewPtrSASLAuthenticateResponse()
+	resp.SetVersion(c.r.Version)
+	out, done, err := g.exchange.Confirmed(c.r.SASLAuthBytes)
+	if resp := g.answer(resp, c.p, out, done, err); resp != nil {
+		c.p.resp = ready(resp)
+	}
+	return c.p
 }
 
 // serve answers keys 17 and 36, and refuses every other request of a
@@ -144,7 +205,9 @@ func (g *SASLGate) serve(h header, body []byte) (p *pending, handled bool, err e
 	case *kmsg.SASLHandshakeRequest:
 		p.resp = ready(g.handshake(r, p))
 	case *kmsg.SASLAuthenticateRequest:
-		p.resp = ready(g.authenticate(r, p))
+		if resp := g.authenticate(r, p); resp != nil {
+			p.resp = ready(resp)
+		}
 	default:
 		// Closed without an answer, as Kafka does: most responses have no
 		// top-level error code at the version asked (an empty Metadata
@@ -180,27 +243,39 @@ func (g *SASLGate) handshake(r *kmsg.SASLHandshakeRequest, p *pending) *kmsg.SAS
 func (g *SASLGate) authenticate(r *kmsg.SASLAuthenticateRequest, p *pending) *kmsg.SASLAuthenticateResponse {
 	resp := kmsg.NewPtrSASLAuthenticateResponse()
 	resp.SetVersion(r.Version)
-	fail := func(why error) *kmsg.SASLAuthenticateResponse {
-		msg := "authentication failed (unknown user, wrong password, or an exchange out of order)"
-		resp.ErrorCode, resp.ErrorMessage = kerr.SaslAuthenticationFailed.Code, &msg
-		p.closeAfter = fmt.Sprintf("SASL: %v", why)
-		return resp
-	}
 	switch {
 	case g.mechanism == "":
-		return fail(errors.New("SaslAuthenticate before SaslHandshake"))
+		return g.answer(resp, p, nil, false, errors.New("SaslAuthenticate before SaslHandshake"))
 	case g.principal != "":
-		return fail(errors.New("SaslAuthenticate after the exchange succeeded (a replay?)"))
+		return g.answer(resp, p, nil, false, errors.New("SaslAuthenticate after the exchange succeeded (a replay?)"))
+	case g.confirming != nil:
+		return g.answer(resp, p, nil, false, errors.New("SaslAuthenticate while the last step waits for a confirmation"))
 	case g.exchange == nil:
 		ex, err := sasl.StartRand(g.mechanism, g.lookup, g.random)
 		if err != nil {
-			return fail(err)
+			return g.answer(resp, p, nil, false, err)
 		}
 		g.exchange = ex
 	}
 	out, done, err := g.exchange.Step(r.SASLAuthBytes)
+	if err != nil && g.exchange.Unconfirmed() {
+		g.confirming = &gateConfirm{r: r, p: p}
+		return nil // answered by Confirmed
+	}
+	return g.answer(resp, p, out, done, err)
+}
+
+// answer fills resp with a step's outcome: its refusal (closing the
+// connection after it), or the exchange's next message.
+func (g *SASLGate) answer(resp *kmsg.SASLAuthenticateResponse, p *pending, out []byte, done bool, err error) *kmsg.SASLAuthenticateResponse {
 	if err != nil {
-		return fail(err)
+		msg := "authentication failed (unknown user, wrong password, or an exchange out of order)"
+		resp.ErrorCode, resp.ErrorMessage = kerr.SaslAuthenticationFailed.Code, &msg
+		p.closeAfter = fmt.Sprintf("SASL: %v", err)
+		if errors.Is(err, sasl.ErrCredentialChanged) {
+			return nil // retriable: closed without an answer (Confirmed)
+		}
+		return resp
 	}
 	resp.SASLAuthBytes = out
 	if done {
@@ -214,6 +289,15 @@ func (g *SASLGate) authenticate(r *kmsg.SASLAuthenticateRequest, p *pending) *km
 func (c *conn) serveSASL(h header, body []byte) (p *pending, handled bool, err error) {
 	before := c.gate.principal
 	p, handled, err = c.gate.serve(h, body)
+	if c.gate.confirming != nil {
+		var cerr error
+		if confirm := c.s.cfg.SASLConfirm; confirm != nil {
+			cerr = confirm(c.done)
+		}
+		if p = c.gate.confirmed(cerr); p.resp == nil {
+			return nil, true, errors.New(p.closeAfter) // closed without an answer
+		}
+	}
 	if c.gate.principal != before {
 		if c.lc != nil {
 			c.lc.SetPrincipal(c.gate.principal)

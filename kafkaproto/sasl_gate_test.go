@@ -1,6 +1,7 @@
 package kafkaproto
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/strandlog/strand/engine/metadata"
@@ -64,6 +65,9 @@ func gateExchange(t *testing.T, g *SASLGate, user, password string) (SASLStep, *
 	for i := range 2 {
 		frame, decode := EncodeSASLAuthenticate(req.GetSaslAuthenticate().GetAuthBytes(), int32(2+i))
 		st := g.Step(frame[4:])
+		if st.Confirm { // the lookup is current: confirmed at once
+			st = g.Confirmed(nil)
+		}
 		if st.Pass || st.Answer == nil {
 			t.Fatalf("step %d: %+v", i, st)
 		}
@@ -126,3 +130,63 @@ func TestSASLGate(t *testing.T) {
 		t.Errorf("no SASL required: %+v, want passed anonymously", st)
 	}
 }
+
+// A gate whose lookup lags (the node has not applied a user the metadata
+// group acknowledged) answers nothing on the user's first step: it asks
+// for a confirmation (Confirm), and once the lookup reads confirmed state
+// the step goes on and the exchange succeeds; a confirmation that failed
+// closes the connection unanswered (retriable to Kafka clients), never
+// SASL_AUTHENTICATION_FAILED. Before, the first step was refused at once.
+func TestSASLGateConfirmsBeforeRefusing(t *testing.T) {
+	current := gateLookup(t)
+	applied := false
+	lagging := func(name, mech string) (metadata.Credential, bool) {
+		if !applied {
+			return metadata.Credential{}, false
+		}
+		return current(name, mech)
+	}
+	first := func() (*SASLGate, *sasl.ClientSession, SASLStep) {
+		g := NewSASLGate(lagging, nil)
+		gateHandshake(t, g)
+		cl, err := sasl.NewClient(metadata.ScramSHA256, "alice", "alice-pw")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sess := cl.Session()
+		req, _ := sess.First()
+		frame, _ := EncodeSASLAuthenticate(req.GetSaslAuthenticate().GetAuthBytes(), 2)
+		return g, sess, g.Step(frame[4:])
+	}
+	applied = false
+	g, _, st := first()
+	if !st.Confirm || st.Answer != nil || st.Close != "" {
+		t.Fatalf("first step on a lookup without the user: %+v, want a confirmation asked, nothing answered", st)
+	}
+	if st := g.Confirmed(errNotServed); st.Answer != nil || st.Close == "" || st.Authenticated {
+		t.Fatalf("confirmation failed: %+v, want closed unanswered", st)
+	}
+
+	g, sess, st := first()
+	applied = true // the node applies the user: its lookup confirmed current
+	st = g.Confirmed(nil)
+	if st.Answer == nil || st.Close != "" {
+		t.Fatalf("after the confirmation: %+v, want the exchange's next message", st)
+	}
+	_, decode := EncodeSASLAuthenticate(nil, 2)
+	resp, err := decode(st.Answer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _, err := sess.Next(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame, _ := EncodeSASLAuthenticate(req.GetSaslAuthenticate().GetAuthBytes(), 3)
+	if st = g.Step(frame[4:]); !st.Authenticated || st.Principal != "User:alice" {
+		t.Fatalf("final step: %+v, want authenticated as User:alice", st)
+	}
+}
+
+// errNotServed is a confirmation that failed.
+var errNotServed = errors.New("the read index was not served in time")

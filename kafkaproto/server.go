@@ -42,6 +42,13 @@ type Config struct {
 	// SASL, when set, requires SASL/SCRAM on every connection and looks
 	// credentials up with it (sasl.go).
 	SASL sasl.Lookup
+	// SASLConfirm, when set, confirms SASL's lookup current before a
+	// refusal (sasl.Exchange.Unconfirmed): it blocks until the node's
+	// credentials are confirmed (nil) or cannot be (an error: the
+	// connection closes without an answer, which clients retry), bounded
+	// by itself and by done (the connection closing). nil: the lookup is
+	// taken as current.
+	SASLConfirm func(done <-chan struct{}) error
 	// Answers, when set, bounds the fetch answer bytes reserved over every
 	// connection: the node passes the budget its native fetches reserve
 	// from, so Kafka consumers are bounded as native ones are.

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/strandlog/strand/engine/metadata"
@@ -109,12 +110,48 @@ func (c *Core) confirmThenHandle(caller Caller, req *strandpb.Request, answer fu
 	c.authParked = append(c.authParked, authWait{caller: caller, req: req, answer: answer})
 }
 
-// authWait is a request parked by confirmThenHandle.
+// authWait is a request parked by confirmThenHandle, or a confirmation
+// asked by ConfirmMetadata (confirmed set, the rest unset).
 type authWait struct {
-	caller Caller
-	req    *strandpb.Request
-	answer func(*strandpb.Response)
+	caller    Caller
+	req       *strandpb.Request
+	answer    func(*strandpb.Response)
+	confirmed func(error)
 }
+
+// ConfirmMetadata calls done(nil) once this node's applied metadata is
+// confirmed current for a caller that asked now: applied up to a metadata
+// ReadIndex started after the call (the read confirmThenHandle runs for
+// a parked request, sharing its round's), so it holds every user, ACL and
+// credential change the metadata group acknowledged before. It calls
+// done(err) when that cannot be confirmed, with the bounds and errors of
+// confirmThenHandle (no metadata leader, too many waiting, the read not
+// served within the request timeout, the node stopping, the metadata
+// replica rebuilding); a node without a metadata group (static mode) has
+// nothing to lag and calls done(nil) at once. The SASL exchanges decide a
+// refusal only after it (sasl.ServerStep.Confirm): a node that has not
+// applied an acknowledged user yet would refuse the user's login. done
+// runs on the loop (inside HandleAs or Process); it must not block.
+func (c *Core) ConfirmMetadata(done func(error)) {
+	if c.meta == nil {
+		done(nil)
+		return
+	}
+	switch lead, _ := c.metaLeader(); {
+	case lead == 0:
+		done(ErrNoMetadataLeader)
+		return
+	case len(c.authParked) >= c.cfg.PendingRequestsMax:
+		done(ErrBusy)
+		return
+	}
+	c.stats.AuthorizationsParked++
+	c.authParked = append(c.authParked, authWait{confirmed: done})
+}
+
+// ErrNoMetadataLeader: this node knows no metadata leader to confirm its
+// metadata with (ConfirmMetadata).
+var ErrNoMetadataLeader = errors.New("node: this node knows no metadata leader to confirm its metadata with")
 
 // startAuthConfirm starts one metadata ReadIndex for the requests parked
 // since the last call (confirmThenHandle); Process calls it first.
@@ -126,41 +163,60 @@ func (c *Core) startAuthConfirm() {
 	c.authParked = nil
 	g := c.meta
 	lead, term := c.metaLeader()
-	fail := func(resp func(authWait) *strandpb.Response) {
+	fail := func(cause error, resp func(authWait) *strandpb.Response) {
 		for _, w := range parked {
+			if w.confirmed != nil {
+				w.confirmed(cause)
+				continue
+			}
 			w.answer(resp(w))
 		}
 	}
 	switch {
 	case lead == 0:
-		fail(func(w authWait) *strandpb.Response {
+		fail(ErrNoMetadataLeader, func(w authWait) *strandpb.Response {
 			return notConfirmed(w.caller, "this node knows no metadata leader to confirm its metadata with")
 		})
 		return
 	case g.live >= c.cfg.PendingRequestsMax:
-		fail(func(authWait) *strandpb.Response { return &strandpb.Response{Error: c.wireError(ErrBusy, 0, nil)} })
+		fail(ErrBusy, func(authWait) *strandpb.Response { return &strandpb.Response{Error: c.wireError(ErrBusy, 0, nil)} })
 		return
 	}
 	c.readIndex(g.group, term, func(*group) {
 		c.completions = append(c.completions, func() {
 			for _, w := range parked {
-				if c.closed {
+				switch {
+				case w.confirmed != nil && c.closed:
+					w.confirmed(ErrStopped)
+				case w.confirmed != nil && c.metadataRebuilding():
+					w.confirmed(errMetadataRebuilding)
+				case w.confirmed != nil:
+					w.confirmed(nil)
+				case c.closed:
 					w.answer(&strandpb.Response{Error: c.wireError(ErrStopped, 0, nil)})
-					continue
+				default:
+					c.handle(w.caller, w.req, w.answer, true)
 				}
-				c.handle(w.caller, w.req, w.answer, true)
 			}
 		})
 	}, func(err error, _ NodeID) {
-		fail(func(w authWait) *strandpb.Response {
+		fail(fmt.Errorf("node: this node's metadata was not confirmed current (%w)", err), func(w authWait) *strandpb.Response {
 			return notConfirmed(w.caller, fmt.Sprintf("this node's metadata was not confirmed current (%v)", err))
 		})
 	})
 }
 
+// errMetadataRebuilding: the metadata replica, even caught up with a read
+// index, is rebuilding from its peers (metadataRebuilding).
+var errMetadataRebuilding = errors.New("node: this node's metadata replica is rebuilding from its peers")
+
 // stopAuthConfirm answers the requests still parked when the node stops.
 func (c *Core) stopAuthConfirm() {
 	for _, w := range c.authParked {
+		if w.confirmed != nil {
+			w.confirmed(ErrStopped)
+			continue
+		}
 		w.answer(&strandpb.Response{Error: c.wireError(ErrStopped, 0, nil)})
 	}
 	c.authParked = nil

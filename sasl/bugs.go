@@ -9,3 +9,7 @@ package sasl
 // bugAcceptsAnyProof (AcceptsAnyProof) takes a final client message whose
 // proof is wrong as a proof.
 func bugAcceptsAnyProof() bool { return false }
+
+// bugRefusesUnconfirmed (SASLRefusesUnconfirmed) refuses on the lookup as
+// it is, without asking for a confirmation.
+func bugRefusesUnconfirmed() bool { return false }

@@ -10,7 +10,19 @@ import "sync/atomic"
 // claimed. Set per run by the simulator (SetBugs).
 var acceptsAnyProof atomic.Bool
 
+// refusesUnconfirmed is the planted bug SASLRefusesUnconfirmed: an
+// exchange whose lookup lacks the user (or whose proof does not match the
+// credential found) is refused at once, without the confirmation that the
+// node's credentials are current (ServerStep.Confirm): a node that has not
+// applied a user the metadata group acknowledged refuses its login.
+var refusesUnconfirmed atomic.Bool
+
 // SetBugs plants (or clears) the package's bugs; only in simbugs builds.
-func SetBugs(anyProof bool) { acceptsAnyProof.Store(anyProof) }
+func SetBugs(anyProof, unconfirmed bool) {
+	acceptsAnyProof.Store(anyProof)
+	refusesUnconfirmed.Store(unconfirmed)
+}
+
+func bugRefusesUnconfirmed() bool { return refusesUnconfirmed.Load() }
 
 func bugAcceptsAnyProof() bool { return acceptsAnyProof.Load() }

@@ -8,8 +8,8 @@ import "testing"
 // it claims: TestServerSessionRefusesWrongPassword's refusal is what it
 // breaks, and what the simulator's intruder check must catch.
 func TestBugAcceptsAnyProof(t *testing.T) {
-	SetBugs(true)
-	defer SetBugs(false)
+	SetBugs(true, false)
+	defer SetBugs(false, false)
 	s := newStore(t, "SCRAM-SHA-256", "alice", "pw")
 	st, _, _ := runSessions(t, s, "SCRAM-SHA-256", "alice", "wrong", 1)
 	if !st.Done || st.Principal != "User:alice" {

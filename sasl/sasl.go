@@ -22,11 +22,32 @@
 // simulated Client included. The Kafka listener (kafkaproto) runs
 // Exchange inside its own SaslHandshake/SaslAuthenticate framing.
 //
-// Planted bug (simbugs builds only, SetBugs): AcceptsAnyProof, the server
-// taking a final message with a wrong proof as proven.
+// A refusal is decided only on confirmed credentials. The lookup reads the
+// node's applied metadata, which may lag the metadata group: a node that
+// has not applied a user (or a password change) the group acknowledged
+// would refuse that user's login. So a step that would fail on what the
+// lookup holds (an unknown user; a proof that does not match the
+// credential found) answers nothing yet (ServerStep.Confirm,
+// Exchange.Unconfirmed); the caller confirms the lookup current — the
+// node applied up to a metadata ReadIndex started after the step arrived
+// (node.Core.ConfirmMetadata, loop.Round.ConfirmSecurity) — and calls
+// Confirmed with the same step, whose refusal is then final. A
+// confirmation that fails (no metadata leader, the read not served in
+// time) ends the exchange retriably (UNAVAILABLE; the Kafka listener
+// closes unanswered), never SASL_AUTHENTICATION_FAILED; so does a proof
+// checked against a credential the confirmed state replaced
+// (ErrCredentialChanged). The answers say nothing of whether the user
+// exists. Each confirmation costs the metadata group at most a share of
+// one ReadIndex per loop round (the Core batches them with the ACL
+// check's), and the Core bounds how many wait.
+//
+// Planted bugs (simbugs builds only, SetBugs): AcceptsAnyProof, the server
+// taking a final message with a wrong proof as proven;
+// SASLRefusesUnconfirmed, a refusal without the confirmation.
 package sasl
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -71,11 +92,45 @@ func hash(mechanism string) (scram.HashGeneratorFcn, error) {
 
 // Exchange is the server side of one SCRAM exchange: two client messages,
 // two answers. Not safe for concurrent use.
+//
+// A failure that rests only on what the lookup held — an unknown user, a
+// proof that does not match the credential found — may be the lookup
+// lagging: a node that has not applied a user (or a password change) the
+// metadata group acknowledged. Such a failure is Unconfirmed: the caller
+// confirms its lookup current (a metadata read index started after the
+// message arrived, and the lookup reading at least that state) and calls
+// Confirmed with the same message, whose failure is then final.
 type Exchange struct {
-	conv *scram.ServerConversation
-	done bool
-	err  error
+	srv    *scram.Server
+	lookup Lookup
+	mech   string
+	conv   *scram.ServerConversation
+	done   bool
+	err    error
+	// cred is the credential the first message found; missing: the
+	// last lookup found none.
+	cred    metadata.Credential
+	missing bool
+	// lag is set when err rests on the lookup alone (lagUnknownUser,
+	// lagProof), until Confirmed decides it.
+	lag lagKind
+	// steps counts the messages stepped on the current conversation.
+	steps int
 }
+
+// lagKind is why an exchange's failure may be its lookup lagging.
+type lagKind uint8
+
+const (
+	lagNone        lagKind = iota
+	lagUnknownUser         // the first message named a user the lookup lacks
+	lagProof               // the final message's proof does not match the credential found
+)
+
+// ErrCredentialChanged: the user's credential, confirmed current, is not
+// the one the exchange began with (a password change the node had not
+// applied): the client authenticates again, on a new exchange. Retriable.
+var ErrCredentialChanged = errors.New("sasl: the user's credential changed during the exchange; authenticate again")
 
 // Start begins an exchange for mechanism, looking credentials up with
 // lookup. It fails with ErrUnsupportedMechanism.
@@ -96,8 +151,10 @@ func start(mechanism string, lookup Lookup, random io.Reader) (*Exchange, error)
 	if err != nil {
 		return nil, err
 	}
+	e := &Exchange{lookup: lookup, mech: mechanism}
 	srv, err := h.NewServer(func(name string) (scram.StoredCredentials, error) {
-		c, ok := lookup(name, mechanism)
+		c, ok := e.lookup(name, mechanism)
+		e.cred, e.missing = c, !ok
 		if !ok {
 			return scram.StoredCredentials{}, fmt.Errorf("unknown user")
 		}
@@ -110,12 +167,14 @@ func start(mechanism string, lookup Lookup, random io.Reader) (*Exchange, error)
 	if random != nil {
 		srv = srv.WithNonceGenerator(nonceFrom(random))
 	}
-	return &Exchange{conv: srv.NewConversation()}, nil
+	e.srv, e.conv = srv, srv.NewConversation()
+	return e, nil
 }
 
 // Step answers one client message. done is set once the client proved its
 // password; after an error (ErrAuthentication, wrapping the reason for the
-// log) the exchange is over and the caller closes the connection.
+// log) the exchange is over and the caller closes the connection, unless
+// the error is Unconfirmed.
 func (e *Exchange) Step(in []byte) (out []byte, done bool, err error) {
 	switch {
 	case e.err != nil:
@@ -127,20 +186,71 @@ func (e *Exchange) Step(in []byte) (out []byte, done bool, err error) {
 		e.err = fmt.Errorf("%w: message of %d bytes", ErrAuthentication, len(in))
 		return nil, false, e.err
 	}
+	e.steps++
+	first := e.steps == 1
 	resp, err := e.conv.Step(string(in))
 	forged := err != nil && e.conv.Done() && resp == scram.ErrInvalidProof && bugAcceptsAnyProof()
 	if err != nil && !forged {
 		e.err = fmt.Errorf("%w: %v", ErrAuthentication, err)
+		switch {
+		case first && e.missing:
+			e.lag = lagUnknownUser
+		case !first && resp == scram.ErrInvalidProof:
+			e.lag = lagProof
+		}
 		return []byte(resp), false, e.err
 	}
 	if e.conv.Done() {
 		if !e.conv.Valid() && !forged {
 			e.err = fmt.Errorf("%w: invalid proof", ErrAuthentication)
+			e.lag = lagProof
 			return []byte(resp), false, e.err
 		}
 		e.done = true
 	}
 	return []byte(resp), e.done, nil
+}
+
+// Unconfirmed reports whether the exchange's failure rests only on what
+// the lookup held (an unknown user, a proof that does not match the
+// credential found), so a lookup that lags the metadata group may be
+// its cause: the caller confirms the lookup current, then calls
+// Confirmed.
+func (e *Exchange) Unconfirmed() bool {
+	return e.err != nil && e.lag != lagNone && !bugRefusesUnconfirmed() // planted-bug hook (simbugs: SASLRefusesUnconfirmed)
+}
+
+// Confirmed decides an Unconfirmed failure once the lookup reads state
+// confirmed current for the message in (the one whose Step failed): a
+// first message is stepped again on a fresh conversation; a final one's
+// refusal stands if the credential found is still the user's, and fails
+// with ErrCredentialChanged (retriable) if another replaced it. Its
+// failure is final. Called on an exchange that is not Unconfirmed, it
+// returns the exchange's state unchanged.
+func (e *Exchange) Confirmed(in []byte) (out []byte, done bool, err error) {
+	lag := e.lag
+	e.lag = lagNone
+	switch lag {
+	case lagUnknownUser:
+		e.err, e.cred, e.missing, e.steps = nil, metadata.Credential{}, false, 0
+		e.conv = e.srv.NewConversation()
+		out, done, err = e.Step(in)
+		e.lag = lagNone
+		return out, done, err
+	case lagProof:
+		now, ok := e.lookup(e.conv.Username(), e.mech)
+		if ok && !sameCredential(now, e.cred) {
+			e.err = fmt.Errorf("%w (%w)", ErrCredentialChanged, e.err)
+		}
+		return nil, false, e.err
+	}
+	return nil, e.done, e.err
+}
+
+// sameCredential reports whether a and b are one stored credential.
+func sameCredential(a, b metadata.Credential) bool {
+	return a.Iterations == b.Iterations && bytes.Equal(a.Salt, b.Salt) && bytes.Equal(a.StoredKey, b.StoredKey) &&
+		bytes.Equal(a.ServerKey, b.ServerKey)
 }
 
 // Principal is the authenticated principal, "User:NAME"; empty before the

@@ -38,6 +38,9 @@ type ServerSession struct {
 	ex     *Exchange
 	steps  int
 	over   bool
+	// confirming: the last Step asked for a confirmation (Confirm) that
+	// Confirmed has not taken yet.
+	confirming bool
 }
 
 // ServerStep is what one request did to a ServerSession.
@@ -55,6 +58,15 @@ type ServerStep struct {
 	// for the log) is never sent: the answer does not say whether the
 	// user exists.
 	Refused error
+	// Confirm: the step would refuse on what the lookup holds (an unknown
+	// user, a proof that does not match the stored credential), which
+	// may lag the metadata group (a node that has not applied a user the
+	// group acknowledged). Nothing is answered yet (Answer is nil): the
+	// caller confirms its lookup current — its metadata applied up to a
+	// metadata read index started after the request arrived, and the
+	// lookup reading that state — and calls Confirmed with the same
+	// request. A refusal is decided only on confirmed state.
+	Confirm bool
 }
 
 // NewServerSession begins a connection's authentication, looking
@@ -71,8 +83,11 @@ func NewServerSession(lookup Lookup, random io.Reader) *ServerSession {
 // refusal the session is over and Step refuses everything.
 func (s *ServerSession) Step(req *strandpb.Request) ServerStep {
 	resp := &strandpb.Response{CorrelationId: req.GetCorrelationId()}
-	if s.over {
+	switch {
+	case s.over:
 		return s.refuse(resp, strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED, errors.New("a step after the exchange ended"))
+	case s.confirming:
+		return s.refuse(resp, strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED, errors.New("a step while the last one waits for a confirmation"))
 	}
 	s.steps++
 	step := req.GetSaslAuthenticate()
@@ -89,6 +104,43 @@ func (s *ServerSession) Step(req *strandpb.Request) ServerStep {
 		s.ex = ex
 	}
 	out, done, err := s.ex.Step(step.GetAuthBytes())
+	if err != nil && s.ex.Unconfirmed() {
+		s.confirming = true
+		return ServerStep{Confirm: true}
+	}
+	return s.answer(resp, out, done, err)
+}
+
+// Confirmed decides the step that asked for a confirmation (Confirm): req
+// is the same request; err is nil once the lookup reads state confirmed
+// current for it, else why it could not be confirmed (no metadata leader,
+// the read not served in time), and the session ends with a retriable
+// refusal (UNAVAILABLE: the client authenticates again, here or on
+// another node), never SASL_AUTHENTICATION_FAILED. A refusal decided on
+// the confirmed state is final; a credential replaced since the exchange
+// began is UNAVAILABLE too (ErrCredentialChanged).
+func (s *ServerSession) Confirmed(req *strandpb.Request, err error) ServerStep {
+	resp := &strandpb.Response{CorrelationId: req.GetCorrelationId()}
+	if !s.confirming || s.over {
+		return s.refuse(resp, strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED, errors.New("a confirmation no step asked for"))
+	}
+	s.confirming = false
+	if err != nil {
+		return s.refuse(resp, strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, fmt.Errorf("%w: %v", ErrNotConfirmed, err))
+	}
+	out, done, err := s.ex.Confirmed(req.GetSaslAuthenticate().GetAuthBytes())
+	if errors.Is(err, ErrCredentialChanged) {
+		return s.refuse(resp, strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, err)
+	}
+	return s.answer(resp, out, done, err)
+}
+
+// ErrNotConfirmed: a refusal could not be decided, the node's credentials
+// not confirmed current (retriable).
+var ErrNotConfirmed = errors.New("sasl: cannot authenticate yet: this node's credentials are not confirmed current")
+
+// answer is a step's answer: its refusal, or the exchange's next message.
+func (s *ServerSession) answer(resp *strandpb.Response, out []byte, done bool, err error) ServerStep {
 	if err != nil {
 		return s.refuse(resp, strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED, err)
 	}
@@ -108,6 +160,10 @@ func (s *ServerSession) refuse(resp *strandpb.Response, code strandpb.ErrorCode,
 	s.over = true
 	msg := refusedMessage
 	switch {
+	case errors.Is(why, ErrNotConfirmed):
+		msg = ErrNotConfirmed.Error()
+	case errors.Is(why, ErrCredentialChanged):
+		msg = ErrCredentialChanged.Error()
 	case code == strandpb.ErrorCode_ERROR_CODE_UNSUPPORTED_SASL_MECHANISM:
 		msg = why.Error()
 	case errors.Is(why, ErrRequired):

@@ -3,6 +3,7 @@ package sasl
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"testing"
 
@@ -34,6 +35,9 @@ func runSessions(t *testing.T, s store, mech, user, password string, seed uint64
 	for i := range SessionStepsMax {
 		req.CorrelationId = uint64(i + 1)
 		st := srv.Step(req)
+		if st.Confirm { // the store is current: confirmed at once
+			st = srv.Confirmed(req, nil)
+		}
 		if st.Answer.GetCorrelationId() != req.CorrelationId {
 			t.Fatalf("answer correlation %d, want %d", st.Answer.GetCorrelationId(), req.CorrelationId)
 		}
@@ -128,5 +132,94 @@ func TestServerSessionBoundsSteps(t *testing.T) {
 	st := srv.Step(&strandpb.Request{Body: &strandpb.Request_SaslAuthenticate{SaslAuthenticate: &strandpb.SaslAuthenticateRequest{Mechanism: "SCRAM-SHA-256"}}})
 	if st.Refused == nil || st.Refused.Error() != "sasl: too many SASL steps" {
 		t.Fatalf("step %d: %+v, want too many steps", SessionStepsMax+1, st)
+	}
+}
+
+// A node whose store lags (it has not applied a user the metadata group
+// acknowledged) does not refuse the user's first step: it asks for a
+// confirmation, and once its store reads confirmed state (here: the user
+// applied meanwhile) the same step goes on and the exchange succeeds.
+// Before, the step was refused SASL_AUTHENTICATION_FAILED at once.
+func TestServerSessionConfirmsBeforeRefusingUnknownUser(t *testing.T) {
+	current := newStore(t, "SCRAM-SHA-256", "alice", "pw")
+	lagging := store{}
+	cl, _ := NewClientRand("SCRAM-SHA-256", "alice", "pw", seeded(1))
+	cs := cl.Session()
+	srv := NewServerSession(lagging.lookup, seeded(2))
+	req, _ := cs.First()
+	req.CorrelationId = 3
+	st := srv.Step(req)
+	if !st.Confirm || st.Answer != nil || st.Refused != nil {
+		t.Fatalf("first step on a store without the user: %+v, want a confirmation asked, nothing answered", st)
+	}
+	if again := srv.Step(req); again.Refused == nil {
+		t.Fatalf("a step while one waits for its confirmation: %+v, want refused", again)
+	}
+	srv = NewServerSession(lagging.lookup, seeded(2))
+	srv.Step(req)
+	maps.Copy(lagging, current) // the replica applies the user: confirmed current
+	for range SessionStepsMax {
+		if st.Confirm {
+			st = srv.Confirmed(req, nil)
+		}
+		if st.Refused != nil || st.Done {
+			break
+		}
+		next, _, err := cs.Next(st.Answer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req = next
+		st = srv.Step(req)
+	}
+	if !st.Done || st.Principal != "User:alice" {
+		t.Fatalf("after the confirmation: %+v, want authenticated as User:alice", st)
+	}
+}
+
+// Refusals after a confirmation: a user the confirmed store lacks is
+// refused as before; a confirmation that failed is UNAVAILABLE
+// (retriable), saying nothing of the user; a proof checked against a
+// credential the confirmed store replaced (a password change the node had
+// not applied) is UNAVAILABLE too, and one against the credential still
+// current is refused.
+func TestServerSessionRefusesOnlyConfirmed(t *testing.T) {
+	code := func(st ServerStep) strandpb.ErrorCode { return st.Answer.GetError().GetCode() }
+	first := func(s store, user, password string) (*ServerSession, *ClientSession, *strandpb.Request, ServerStep) {
+		cl, _ := NewClientRand("SCRAM-SHA-256", user, password, seeded(1))
+		cs := cl.Session()
+		srv := NewServerSession(s.lookup, seeded(2))
+		req, _ := cs.First()
+		return srv, cs, req, srv.Step(req)
+	}
+	empty := store{}
+	srv, _, req, st := first(empty, "bob", "pw")
+	if st = srv.Confirmed(req, nil); st.Confirm || st.Refused == nil || code(st) != strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED {
+		t.Fatalf("unknown user, confirmed: %+v, want SASL_AUTHENTICATION_FAILED", st)
+	}
+	srv, _, req, _ = first(empty, "bob", "pw")
+	st = srv.Confirmed(req, errors.New("no metadata leader"))
+	if st.Refused == nil || code(st) != strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE || st.Answer.GetError().GetMessage() != ErrNotConfirmed.Error() {
+		t.Fatalf("unknown user, not confirmed: %+v, want UNAVAILABLE with the generic message", st)
+	}
+
+	for _, changed := range []bool{false, true} {
+		s := newStore(t, "SCRAM-SHA-256", "alice", "old")
+		srv, cs, _, st := first(s, "alice", "new")
+		final, _, err := cs.Next(st.Answer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st = srv.Step(final); !st.Confirm {
+			t.Fatalf("a proof that does not match: %+v, want a confirmation asked", st)
+		}
+		want := strandpb.ErrorCode_ERROR_CODE_SASL_AUTHENTICATION_FAILED
+		if changed {
+			maps.Copy(s, newStore(t, "SCRAM-SHA-256", "alice", "new"))
+			want = strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE
+		}
+		if st = srv.Confirmed(final, nil); st.Refused == nil || code(st) != want {
+			t.Fatalf("credential changed %v: %+v, want refused %v", changed, st, want)
+		}
 	}
 }

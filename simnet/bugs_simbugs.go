@@ -88,7 +88,7 @@ func plantBug(cfg *node.Config, name string) {
 	engine.SetTxnBugs(name == "LSOPassesOpenTxn", name == "DropAbortOnRestore")             // need Options.Txn (wire_txn.go)
 	txn.SetBugs(name == "TxnSkipsFence")                                                    // needs Options.Txn
 	groups.SetTxnOffsetsBug(name == "TxnOffsetsOnAbort")                                    // needs Options.Txn (wire_txn_session.go)
-	sasl.SetBugs(name == "AcceptsAnyProof")                                                 // needs authorization on (the operator draws it: sasl.go)
+	sasl.SetBugs(name == "AcceptsAnyProof", name == "SASLRefusesUnconfirmed")               // need authorization on (the operator draws it: sasl.go)
 	compact.SetBugs(name == "CompactKeepsOlder", name == "TombstoneEarly")                  // need Options.Compacted (wire_kv.go)
 	compact.SetRewriteBugs(name == "CompactDropsLastRecord")                                // needs Options.Compacted
 	compacted.SetBugs(name == "CompactSwitchNotAtomic")                                     // needs Options.Compacted

@@ -82,6 +82,20 @@ func (s *simSASL) admitKafka(c *wireClient, n *simNode, frame []byte, call *wire
 		s.closedAnswer(c, n, call)
 		return node.Caller{}, false
 	}
+	if st.Confirm {
+		// A refusal waits for the node's credentials confirmed current,
+		// as the Kafka listener's SASLConfirm waits (sasl.go confirmThen).
+		s.confirmThen(c, n, func(err error) { s.kafkaStepped(c, n, call, sc, sc.kafka.Confirmed(err)) })
+		return node.Caller{}, false
+	}
+	s.kafkaStepped(c, n, call, sc, st)
+	return node.Caller{}, false
+}
+
+// kafkaStepped answers a step of client c's Kafka exchange on connection
+// sc at node n as st says, and checks it (as stepped does, sasl.go).
+func (s *simSASL) kafkaStepped(c *wireClient, n *simNode, call *wireCall, sc *simConn, st kafkaproto.SASLStep) {
+	w := s.ww.w
 	if st.Authenticated {
 		w.coverage.Inc("kafka-sasl/authenticated")
 		if prev, ok := s.kafkaAuthedAt(c, n); ok && prev != n.incarnation {
@@ -95,8 +109,11 @@ func (s *simSASL) admitKafka(c *wireClient, n *simNode, frame []byte, call *wire
 		w.coverage.Inc("kafka-sasl/refused")
 		switch {
 		case st.Answer == nil:
-			w.coverage.Inc("kafka-sasl/refused-unauthenticated-request")
+			w.coverage.Inc("kafka-sasl/refused-unauthenticated-request") // or not confirmed current: closed unanswered
 		case c == s.kafkaImpostor:
+		case !s.hasCredential(n, principalUser(s.ww.caller(c).Principal)) && sc.afterUsers:
+			w.fail("kafka-sasl: node %d refused %s's Kafka login (%s) without the user's credential, created and acknowledged before the connection was dialed: a refusal decided on metadata not confirmed current",
+				n.index, s.ww.caller(c).Principal, st.Close)
 		case !s.hasCredential(n, principalUser(s.ww.caller(c).Principal)):
 			w.coverage.Inc("kafka-sasl/refused-metadata-lag")
 			s.lagRefused[call.conn] = true // the client tries elsewhere (sasl.go)
@@ -108,11 +125,10 @@ func (s *simSASL) admitKafka(c *wireClient, n *simNode, frame []byte, call *wire
 	}
 	if st.Answer == nil {
 		s.closedAnswer(c, n, call) // closed without an answer, as Kafka does
-		return node.Caller{}, false
+		return
 	}
 	call.kafka.gateAnswer = st.Answer
 	s.ww.reply(n, n.incarnation, c, nil, call)
-	return node.Caller{}, false
 }
 
 // kafkaStep sends one Kafka-framed step of a connection's exchange

@@ -313,6 +313,9 @@ func (op *operator) bootstrapStep(a *wireClient, reqs []*strandpb.Request, targe
 			}
 		}
 		if err == nil {
+			if reqs[0].GetAlterUsers() != nil && op.ww.sasl != nil {
+				op.ww.sasl.usersCreated() // sasl.go
+			}
 			if reqs[0].GetAlterAcls() != nil {
 				op.grants = append(op.grants, reqs[0].GetAlterAcls().GetAdd()...)
 			}

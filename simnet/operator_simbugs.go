@@ -13,5 +13,10 @@ package simnet
 // for success): the intruder's clientlib calls catch it
 // (judgeIntruderLib). AuthRefusesUnconfirmed is node's (a refusal decided
 // on applied metadata no read index confirmed current): the grant check
-// catches it (operator_grants.go).
-var OperatorBugNames = []string{"AuthSkipsAlterQuotas", "AuthRefusesUnconfirmed", "AcceptsAnyProof", "KafkaHandshakeAuthenticates", "LibAdminDropsRefusal"}
+// catches it (operator_grants.go). SASLRefusesUnconfirmed is package
+// sasl's (a login refused on the node's credentials as they are, without
+// the confirmation that they are current): the SASL refusal check
+// catches it, mostly through the lag probe's login right after the users'
+// creation (sasl.go usersCreated).
+var OperatorBugNames = []string{"AuthSkipsAlterQuotas", "AuthRefusesUnconfirmed", "AcceptsAnyProof", "KafkaHandshakeAuthenticates", "LibAdminDropsRefusal",
+	"SASLRefusesUnconfirmed"}

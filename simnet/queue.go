@@ -38,55 +38,79 @@ type event struct {
 	call        func() // evCall: what to run
 }
 
-// eventQueue is a binary min-heap of events ordered by (at, seq): a total
+// eventQueue is a min-heap of events ordered by (at, seq): a total
 // order, so the run does not depend on heap internals. It is typed rather
 // than a container/heap.Interface: the queue sees every event of a run, and
-// the interface calls cost more than the comparisons.
-type eventQueue []*event
+// the interface calls cost more than the comparisons. Each slot holds its
+// event's key beside the pointer, so a comparison reads the slice and not
+// two scattered events, and the heap is 4-ary (half the levels of a binary
+// one, its four children on one or two cache lines): 2.7% of the standard
+// sample's CPU went to pop and its comparisons before (issue 21).
+type eventQueue []queued
+
+// queued is one slot of the queue: the event's key and the event.
+type queued struct {
+	at  time.Duration // e.at
+	seq uint64        // e.seq
+	e   *event
+}
 
 // before reports whether a fires before b.
-func before(a, b *event) bool {
+func before(a, b *queued) bool {
 	if a.at != b.at {
 		return a.at < b.at
 	}
 	return a.seq < b.seq
 }
 
+// queueArity is the heap's fan-out.
+const queueArity = 4
+
 // push adds e.
 func (q *eventQueue) push(e *event) {
-	*q = append(*q, e)
+	*q = append(*q, queued{at: e.at, seq: e.seq, e: e})
 	h := *q
-	for i := len(h) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if !before(h[i], h[parent]) {
+	i := len(h) - 1
+	x := h[i]
+	for i > 0 {
+		parent := (i - 1) / queueArity
+		if !before(&x, &h[parent]) {
 			break
 		}
-		h[i], h[parent] = h[parent], h[i]
+		h[i] = h[parent]
 		i = parent
 	}
+	h[i] = x
 }
 
 // pop removes and returns the earliest event; the queue must not be empty.
 func (q *eventQueue) pop() *event {
 	h := *q
 	n := len(h) - 1
-	e := h[0]
-	h[0] = h[n]
-	h[n] = nil
+	e := h[0].e
+	x := h[n]
+	h[n] = queued{}
 	h = h[:n]
-	for i := 0; ; {
-		least, l, r := i, 2*i+1, 2*i+2
-		if l < n && before(h[l], h[least]) {
-			least = l
+	if n > 0 {
+		i := 0
+		for {
+			first := queueArity*i + 1
+			if first >= n {
+				break
+			}
+			least := first
+			for c := first + 1; c < first+queueArity && c < n; c++ {
+				if before(&h[c], &h[least]) {
+					least = c
+				}
+			}
+			if !before(&h[least], &x) {
+				break
+			}
+			h[i] = h[least]
+			i = least
 		}
-		if r < n && before(h[r], h[least]) {
-			least = r
-		}
-		if least == i {
-			break
-		}
-		h[i], h[least] = h[least], h[i]
-		i = least
+		h[i] = x
 	}
 	*q = h
 	return e

@@ -100,6 +100,12 @@ type simSASL struct {
 	// lagRefused are the connections whose exchange a node refused for
 	// want of the user's credential (its metadata lags).
 	lagRefused map[uint64]bool
+	// usersAcked: the admin's AlterUsers creating the clients' users
+	// was acknowledged (operator.go bootstrapStep).
+	usersAcked bool
+	// lagProbe logs in as User:app right after the users' creation
+	// (usersCreated).
+	lagProbe *wireClient
 }
 
 // simConn is one simulated connection, as the node sees it.
@@ -118,6 +124,9 @@ type simConn struct {
 	// (the simulator's own record, not the gate's: kafka_sasl.go).
 	kafka  *kafkaproto.SASLGate
 	proven bool
+	// afterUsers: dialed after the users' creation was acknowledged
+	// (usersAcked), so no refusal may name a user its node lacks.
+	afterUsers bool
 }
 
 // gateKey names a simulator's client's connections: its Kafka ones
@@ -184,7 +193,7 @@ func (s *simSASL) certified(c *wireClient) bool {
 // Kafka listener).
 func (s *simSASL) dial(c *wireClient, target int, lib, kafka bool) uint64 {
 	s.next++
-	sc := &simConn{client: c, node: target, inc: s.ww.w.nodes[target].incarnation, lib: lib}
+	sc := &simConn{client: c, node: target, inc: s.ww.w.nodes[target].incarnation, lib: lib, afterUsers: s.usersAcked}
 	if kafka {
 		sc.kafka = kafkaproto.NewSASLGate(s.lookup(s.ww.w.nodes[target]), s.random)
 	}
@@ -241,17 +250,64 @@ func (s *simSASL) admit(c *wireClient, n *simNode, req *strandpb.Request, call *
 		sc.sess = sasl.NewServerSession(s.lookup(n), s.random)
 	}
 	st := sc.sess.Step(req)
+	if st.Confirm {
+		// A refusal waits for the node's credentials confirmed
+		// current, as node/server's connections wait (confirmCredentials).
+		s.confirmThen(c, n, func(err error) { s.stepped(c, n, req, call, sc, sc.sess.Confirmed(req, err)) })
+		return node.Caller{}, false
+	}
+	s.stepped(c, n, req, call, sc, st)
+	return node.Caller{}, false
+}
+
+// confirmThen asks node n's round to confirm its credentials current
+// (loop.Round.ConfirmSecurity, what node/server's connections ask before
+// a SASL refusal) for client c's exchange, and runs then with the outcome
+// unless the node crashed or restarted meanwhile (the connection died
+// with it).
+func (s *simSASL) confirmThen(c *wireClient, n *simNode, then func(error)) {
+	w := s.ww.w
+	w.coverage.Inc("sasl/confirm")
+	if c != s.impostor && c != s.kafkaImpostor && !s.hasCredential(n, principalUser(s.ww.caller(c).Principal)) {
+		w.coverage.Inc("sasl/confirm-metadata-lag") // a node that has not applied the user yet
+	}
+	inc, round := n.incarnation, n.round
+	w.guardCall(n, func() {
+		round.ConfirmSecurity(func(err error) {
+			if !n.up || n.incarnation != inc {
+				return
+			}
+			if err != nil {
+				w.coverage.Inc("sasl/confirm-failed") // answered retriably
+			}
+			then(err)
+		})
+	})
+	w.endInput(n)
+}
+
+// stepped answers a step of client c's exchange on connection sc at node
+// n as st says, and checks it: a refusal of a user whose creation was
+// acknowledged before the connection was dialed is decided on confirmed
+// state, so it never names a user the node lacks.
+func (s *simSASL) stepped(c *wireClient, n *simNode, req *strandpb.Request, call *wireCall, sc *simConn, st sasl.ServerStep) {
+	w := s.ww.w
 	switch {
+	case st.Refused != nil && st.Answer.GetError().GetCode() == strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE:
+		w.coverage.Inc("sasl/refused-retriable") // not confirmed current: the client authenticates again
+		s.closed(call.conn)
 	case st.Refused != nil:
 		w.coverage.Inc("sasl/refused")
 		switch {
 		case req.GetSaslAuthenticate() == nil:
 			w.coverage.Inc("sasl/refused-unauthenticated-request")
 		case c == s.impostor:
+		case !s.hasCredential(n, principalUser(s.ww.caller(c).Principal)) && sc.afterUsers:
+			w.fail("sasl: node %d refused %s's login (%v) without the user's credential, created and acknowledged before the connection was dialed: a refusal decided on metadata not confirmed current",
+				n.index, s.ww.caller(c).Principal, st.Refused)
 		case !s.hasCredential(n, principalUser(s.ww.caller(c).Principal)):
-			// A node whose metadata lags (a joining or rebuilt node,
-			// one cut off) has not applied the user yet: refused as
-			// production refuses it. The simulator's own clients then
+			// The users' creation not acknowledged yet when the
+			// connection was dialed: the simulator's own clients
 			// try elsewhere (lagRefused); clientlib's fail the call.
 			w.coverage.Inc("sasl/refused-metadata-lag")
 			if !sc.lib {
@@ -279,7 +335,6 @@ func (s *simSASL) admit(c *wireClient, n *simNode, req *strandpb.Request, call *
 		at[n.index] = n.incarnation
 	}
 	s.ww.reply(n, n.incarnation, c, st.Answer, call)
-	return node.Caller{}, false
 }
 
 // closedAnswer: call reached node n on a connection that is gone (or
@@ -481,6 +536,34 @@ func (s *simSASL) fail(c *wireClient, target int, g *gateConn, err error) {
 			wt.call.done = true
 			wt.call.onDone(nil, err)
 		}
+	}
+}
+
+// usersCreated: the admin's AlterUsers creating the clients' users was
+// acknowledged, so from now on no login of theirs may be refused for
+// want of the user (stepped). At once a probe logs in as User:app on
+// every node that has not applied the user yet (a follower the leader's
+// commit has not reached: the login right after a user's creation on a
+// lagging node, which such a node refused before its refusals waited for
+// a confirmed read); any answer but a refusal is fine.
+func (s *simSASL) usersCreated() {
+	s.usersAcked = true
+	w := s.ww.w
+	for _, n := range w.nodes {
+		if !n.up || s.hasCredential(n, "app") {
+			continue
+		}
+		w.coverage.Inc("sasl/lag-probe")
+		if s.lagProbe == nil {
+			s.lagProbe = newWireClient(s.ww, 0, kindOperator)
+			s.lagProbe.rng = newStream(w.opts.Seed, streamSASL+3)
+		}
+		req := &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}}
+		s.ww.call(s.lagProbe, n.index, req, func(resp *strandpb.Response, err error) {
+			if err == nil && resp.GetError() == nil {
+				w.coverage.Inc("sasl/lag-probe-answered")
+			}
+		})
 	}
 }
 

@@ -27,6 +27,7 @@ type core interface {
 	Receive(frame []byte)
 	Process() error
 	HandleAs(caller node.Caller, req *strandpb.Request, respond func(*strandpb.Response))
+	ConfirmMetadata(done func(error))
 	Status() []node.GroupStatus
 	AppendStatus(dst []node.GroupStatus) []node.GroupStatus
 	RefreshStatus(statuses []node.GroupStatus, since uint64) []node.GroupStatus

@@ -22,6 +22,12 @@
 //  4. the storage jobs the round started (Core.TakeSyncJobs), returned for
 //     the caller's storage (node/server's pool, simnet's events).
 //
+// A SASL exchange about to refuse (an unknown user, a proof that does not
+// match) first asks Round.ConfirmSecurity: the Core confirms its metadata
+// current with a read index started then (node.Core.ConfirmMetadata),
+// and the view is rebuilt before the answer, so the refusal is decided on
+// state holding every user the metadata group acknowledged before.
+//
 // Quotas (Quotas, Round.Meter) are the throttle decision of produce and
 // fetch answers: a token bucket per principal and direction, with time
 // passed in, read from the Core's Clock by the round.

@@ -19,6 +19,7 @@ type Core interface {
 	Tick()
 	Receive(frame []byte)
 	HandleAs(caller node.Caller, req *strandpb.Request, respond func(*strandpb.Response))
+	ConfirmMetadata(done func(error))
 	SyncDone(token uint64, err error)
 	Process() error
 	TakeSyncJobs(dst []node.SyncJob) []node.SyncJob
@@ -98,6 +99,21 @@ func (r *Round) Handle(caller node.Caller, req *strandpb.Request, respond func(*
 	r.core.HandleAs(caller, req, func(resp *strandpb.Response) {
 		r.NoteSecurity()
 		respond(resp)
+	})
+}
+
+// ConfirmSecurity asks the Core to confirm its applied metadata current
+// (node.Core.ConfirmMetadata: a metadata read index started now); done
+// gets the outcome after the security view was rebuilt from the state so
+// confirmed, so a SASL lookup made after done(nil) reads every user the
+// metadata group acknowledged before the call. done runs on the loop and
+// must not block. A SASL exchange asks it before a refusal
+// (sasl.ServerStep.Confirm).
+func (r *Round) ConfirmSecurity(done func(error)) {
+	r.inputs++
+	r.core.ConfirmMetadata(func(err error) {
+		r.NoteSecurity()
+		done(err)
 	})
 }
 

@@ -44,6 +44,9 @@ func (f *fakeCore) MetadataLeader() (node.NodeID, uint64, bool) {
 func (f *fakeCore) SecurityState() (uint64, []metadata.Credential, []metadata.Quota) {
 	return f.version, f.creds, f.quotas
 }
+func (f *fakeCore) ConfirmMetadata(done func(error)) {
+	f.pending = append(f.pending, func() { done(nil) })
+}
 func (f *fakeCore) Process() error {
 	f.processes++
 	p := f.pending

@@ -78,6 +78,12 @@ func (c *nativeConn) authenticate(br *bufio.Reader) error {
 			return fmt.Errorf("sasl: %v", err)
 		}
 		st := sess.Step(&req)
+		if st.Confirm {
+			// A refusal only on credentials confirmed current: this
+			// node may not have applied a user the metadata group
+			// acknowledged (sasl.ServerStep.Confirm).
+			st = sess.Confirmed(&req, c.r.confirmCredentials(c.lc.Done()))
+		}
 		if st.Done {
 			c.principal = node.Principal(st.Principal)
 			c.lc.SetPrincipal(st.Principal)
@@ -93,6 +99,39 @@ func (c *nativeConn) authenticate(br *bufio.Reader) error {
 		}
 	}
 	return errors.New("sasl: the exchange did not end") // unreachable: the session refuses a step past its bound
+}
+
+// errShuttingDown fails a confirmation the loop did not take before it
+// stopped.
+var errShuttingDown = errors.New("node: shutting down")
+
+// confirmCredentials asks the loop to confirm the node's credentials
+// current (loop.Round.ConfirmSecurity: a metadata read index started
+// now, the security view rebuilt from the state it confirmed) and waits
+// for the outcome: the SASL exchanges of both listeners call it before a
+// refusal, from the connection's goroutine (never the loop's). The wait
+// is bounded by helloTimeout and by done (the connection closing); the
+// Core bounds its own (no metadata leader, too many waiting, the request
+// timeout). Safe from any goroutine.
+func (r *Server) confirmCredentials(done <-chan struct{}) error {
+	ch := make(chan error, 1)
+	timer := time.NewTimer(helloTimeout)
+	defer timer.Stop()
+	select {
+	case r.requests <- loopRequest{confirm: func(err error) { ch <- err }}:
+	case <-done:
+		return errShuttingDown
+	case <-timer.C:
+		return errors.New("node: the loop did not take the confirmation in time")
+	}
+	select {
+	case err := <-ch:
+		return err
+	case <-done:
+		return errShuttingDown
+	case <-timer.C:
+		return errors.New("node: the credentials were not confirmed in time")
+	}
 }
 
 // writeNow writes one answer before the writer runs (the Hello and SASL

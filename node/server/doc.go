@@ -148,8 +148,13 @@
 //     rule: most answers cannot carry an error). Credentials (salt, iterations ≥ 4096, StoredKey,
 //     ServerKey; never a password: the client salts) are metadata commands; the server reads them
 //     from a copy rebuilt when the metadata version moves (loop.Security, built by the round), so
-//     connections never wait on the loop; the copy is brought up to date before any answer leaves
-//     the node, so a user acknowledged as created can authenticate at once. --sasl-bootstrap-user
+//     a login that succeeds never waits on the loop; the copy is brought up to date before any
+//     answer leaves the node, so a user acknowledged as created can authenticate at once on this
+//     node. A step about to be refused (unknown user, proof not matching) waits first, on the
+//     connection's goroutine, for the loop to confirm the credentials current (confirmCredentials:
+//     a metadata read index started then, bounded by helloTimeout): a node that has not applied a
+//     user the metadata group acknowledged does not refuse it; unconfirmed, the native answer is
+//     UNAVAILABLE and the Kafka listener closes unanswered (both retried). --sasl-bootstrap-user
 //     creates the first super user (the round's post-round step). PLAIN
 //     is not offered. kcat here (librdkafka 2.0.2, which repeats the client nonce; fixed in 2.6.1)
 //     cannot authenticate against the strict RFC 5802 check (Kafka 4's too).

@@ -68,6 +68,7 @@ func (k *kafkaListener) start() {
 	}
 	if k.r.cfg.SASL {
 		cfg.SASL = k.r.lookupCredential
+		cfg.SASLConfirm = k.r.confirmCredentials
 	}
 	k.srv = kafkaproto.Serve(k.ln, cfg)
 }

@@ -199,6 +199,10 @@ type loopRequest struct {
 	reply func(*strandpb.Response)
 	// caller is who sent it (HandleAs).
 	caller node.Caller
+	// confirm, when set, makes this no request but a SASL exchange's
+	// confirmation (confirmCredentials): the loop asks the round to
+	// confirm the credentials current and calls it with the outcome.
+	confirm func(error)
 }
 
 // realClock is the real Clock: monotonic time since the server started.
@@ -529,6 +533,10 @@ func (r *Server) logStats() {
 // connection's writer.
 func (r *Server) handle(q loopRequest) {
 	r.budget.Release(q.tokens)
+	if q.confirm != nil {
+		r.round.ConfirmSecurity(q.confirm)
+		return
+	}
 	if q.caller.Principal == "" {
 		q.caller.Principal = node.Anonymous
 	}
@@ -590,6 +598,10 @@ func (r *Server) failQueued() {
 		select {
 		case q := <-r.requests:
 			r.budget.Release(q.tokens)
+			if q.confirm != nil {
+				q.confirm(errShuttingDown)
+				continue
+			}
 			resp := &strandpb.Response{CorrelationId: q.req.GetCorrelationId(), Error: &strandpb.Error{
 				Code: strandpb.ErrorCode_ERROR_CODE_UNAVAILABLE, Message: "node: shutting down"}}
 			if q.reply != nil {
