@@ -145,6 +145,12 @@ type passState struct {
 	// installed again whatever its generation.
 	damaged bool
 	locs    []engine.BatchLocation // scratch
+	// held are the other voters' last PrefixHeld reports, by node ID
+	// (compaction_held.go); heldSent and heldSentAt the end this replica
+	// last reported and the tick it did.
+	held       []heldReport
+	heldSent   int64
+	heldSentAt uint64
 	// last is the last pass made current on this replica since it opened
 	// (CompactionView's LastPass fields; zero: none).
 	last passFigures
@@ -323,6 +329,10 @@ func (c *Core) passCheck(g *group) {
 		c.handOffStuck(g)
 	}
 	c.maybeReportPass(g)
+	if end := c.ownHeldEnd(g); end != g.pass.heldSent || c.ticks >= g.pass.heldSentAt+uint64(c.cfg.RetentionCheckTicks) {
+		g.pass.heldSent, g.pass.heldSentAt = end, c.ticks
+		c.reportHeld(g) // compaction_held.go
+	}
 }
 
 // handOffStuck, on a stuck replica leading g while the engine's record is

@@ -424,7 +424,10 @@ type Core struct {
 	// this order.
 	groups []*group
 	byTP   map[TopicPartition]*group // partition replicas only
-	rand   *rand.Rand                // metadata proposal ids: seeded from Config.Rand and the boot count
+	// heldOut are the PrefixHeld reports the retention tick queued
+	// (compaction_held.go), sent at its end.
+	heldOut []heldOut
+	rand    *rand.Rand // metadata proposal ids: seeded from Config.Rand and the boot count
 
 	services []tickService // what Tick runs, in order (services.go)
 
