@@ -161,3 +161,22 @@ func (c *Core) heldQuorumEnd(g *group) int64 {
 	slices.SortFunc(ends, func(a, b int64) int { return cmp.Compare(b, a) })
 	return ends[len(ends)/2]
 }
+
+// RaftLogHolding is what the simulator's durability check reads of a
+// replica's raft log: the first offset it holds and the group's voter
+// count.
+type RaftLogHolding struct {
+	From   int64
+	Voters int
+}
+
+// RaftLogHolding reports what this node's replica of tp holds in its raft
+// log (false: not hosted, or no raft log or engine yet). Read only.
+func (c *Core) RaftLogHolding(tp TopicPartition) (RaftLogHolding, bool) {
+	g := c.byTP[tp]
+	if g == nil || g.part == nil || g.log == nil || g.confState == nil {
+		return RaftLogHolding{}, false
+	}
+	from, ok := c.firstInRaftLog(g)
+	return RaftLogHolding{From: from, Voters: len(g.confState.GetVoters())}, ok
+}

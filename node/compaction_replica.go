@@ -69,7 +69,8 @@ import (
 // The raft log is trimmed up to the prefix: on a compacted partition the
 // raft-log compaction's limit (snapshot.go maybeCompact) is engine's
 // RaftTrimBound of the least of the store's end and the record's
-// CleanedTo (prefixTrimBound; none past the first batch while stuck), so
+// CleanedTo (prefixTrimBound; none past the first batch while stuck) and
+// of what a majority of the voters' prefixes hold (compaction_held.go), so
 // a replica's disk holds its prefix and the raft log past it. A replica
 // whose raft log starts past its prefix (a raft snapshot, sent when a
 // follower lags past the leader's trim) is stuck and installs the

@@ -205,8 +205,9 @@
 // digest before the switch (a wrong or unreadable prefix is removed first,
 // manifest first). Then the raft log is trimmed up to the prefix:
 // raft-log compaction, snapshot-driven included, is bounded by
-// RaftTrimBound(least of the replica's own prefix end and the record's
-// CleanedTo), none further while stuck. The engine keeps the log start
+// RaftTrimBound(least of the replica's own prefix end, the record's
+// CleanedTo and the end a majority of the voters' prefixes hold: node's
+// compaction_held.go), none further while stuck. The engine keeps the log start
 // on a compacted partition: Compacted drops only the index entries the
 // record covers, the digest leaves covered entries out (replicas trim at
 // their own pace), and a raft snapshot's state (RaftSnapshotState) keeps
