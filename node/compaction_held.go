@@ -78,8 +78,9 @@ func (c *Core) ownHeldEnd(g *group) int64 {
 	return p.store.End()
 }
 
-// reportHeld queues g's PrefixHeld for every other voter (sent by
-// flushHeld at the end of the retention tick).
+// reportHeld queues g's PrefixHeld for every other voter, outgoing ones
+// of a joint configuration included (sent by flushHeld at the end of the
+// retention tick).
 func (c *Core) reportHeld(g *group) {
 	if g.confState == nil {
 		return
@@ -89,8 +90,9 @@ func (c *Core) reportHeld(g *group) {
 		gen = g.pass.store.Generation()
 	}
 	end := c.ownHeldEnd(g)
-	for _, id := range g.confState.GetVoters() {
-		if NodeID(id) == c.cfg.ID {
+	in, out := g.confState.GetVoters(), g.confState.GetVotersOutgoing()
+	for i, id := range slices.Concat(in, out) {
+		if NodeID(id) == c.cfg.ID || (i >= len(in) && slices.Contains(in, id)) {
 			continue
 		}
 		c.heldOut = append(c.heldOut, heldOut{to: NodeID(id), msg: &strandpb.PrefixHeld{
@@ -121,7 +123,8 @@ func (c *Core) flushHeld() {
 // takeHeld keeps a voter's report.
 func (c *Core) takeHeld(from NodeID, h *strandpb.PrefixHeld) {
 	g := c.routeMessage(h.GetTopic(), h.GetPartition())
-	if g == nil || h.GetTopic() == metaTopic || g.confState == nil || !slices.Contains(g.confState.GetVoters(), uint64(from)) {
+	if g == nil || h.GetTopic() == metaTopic || g.confState == nil ||
+		(!slices.Contains(g.confState.GetVoters(), uint64(from)) && !slices.Contains(g.confState.GetVotersOutgoing(), uint64(from))) {
 		return
 	}
 	r := heldReport{id: from, end: max(h.GetEnd(), 0), at: c.ticks}
@@ -135,7 +138,8 @@ func (c *Core) takeHeld(from NodeID, h *strandpb.PrefixHeld) {
 
 // heldQuorumEnd is the end a majority of g's voters' prefixes hold: the
 // majority-th largest of the voters' ends (this replica's own, the others'
-// reports younger than heldReportTicks, 0 for none).
+// reports younger than heldReportTicks, 0 for none); in a joint
+// configuration (a move), the lesser of the two majorities'.
 func (c *Core) heldQuorumEnd(g *group) int64 {
 	if c.bugHeldUnbounded() { // planted-bug hook (-tags simbugs)
 		return c.ownHeldEnd(g)
@@ -143,7 +147,15 @@ func (c *Core) heldQuorumEnd(g *group) int64 {
 	if g.confState == nil || len(g.confState.GetVoters()) == 0 {
 		return 0
 	}
-	voters := g.confState.GetVoters()
+	end := c.majorityEnd(g, g.confState.GetVoters())
+	if out := g.confState.GetVotersOutgoing(); len(out) > 0 {
+		end = min(end, c.majorityEnd(g, out))
+	}
+	return end
+}
+
+// majorityEnd is the majority-th largest prefix end of voters.
+func (c *Core) majorityEnd(g *group, voters []uint64) int64 {
 	ends := make([]int64, 0, len(voters))
 	for _, id := range voters {
 		if NodeID(id) == c.cfg.ID {
