@@ -56,6 +56,7 @@ func (c *Core) bugReleaseBeforeSync(*group)                              {}
 func (c *Core) bugWipedNodeVotes() bool                                  { return false }
 func (c *Core) bugRepairTrustsItself() bool                              { return false }
 func (c *Core) bugCompactLimit(_ *group, limit uint64) uint64            { return limit }
+func (c *Core) bugHeldUnbounded() bool                                   { return false }
 func (c *Core) bugReplayEmpty() bool                                     { return false }
 func (c *Core) bugSkipTopicID() bool                                     { return false }
 func (c *Core) bugBatchCRC(batch []byte) []byte                          { return batch }

@@ -160,6 +160,12 @@ type Bugs struct {
 	// replica's prefix ends where the first chunk did, under the record's
 	// end and digest (compaction_install.go).
 	PrefixInstallUnchecked bool
+	// PrefixTrimUnheld: a replica trims its raft log up to its own
+	// compacted prefix, not to what a majority of the voters' prefixes
+	// hold (compaction_held.go): a follower that installs a raft snapshot
+	// past its prefix then holds neither, and the records below may live
+	// on one replica only.
+	PrefixTrimUnheld bool
 	// MarkersBeforeDecision: the transaction coordinator writes an
 	// EndTxn's markers as the request arrives, before its decision is
 	// durable (txn_bugs_simbugs.go).
@@ -533,6 +539,10 @@ func (c *Core) bugBatchBase(base, offset int64) int64 {
 func (c *Core) bugAckLeaderEarly(acks Acks) bool {
 	return c.cfg.Bugs.AckLeaderEarly && acks == AcksLeader
 }
+
+// bugHeldUnbounded (PrefixTrimUnheld) takes this replica's own prefix
+// end for what a majority holds.
+func (c *Core) bugHeldUnbounded() bool { return c.cfg.Bugs.PrefixTrimUnheld }
 
 // bugInstallFirstChunk (PrefixInstallUnchecked) makes an install's first
 // chunk its last.

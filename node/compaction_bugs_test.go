@@ -84,3 +84,45 @@ func TestBugPrefixInstallUnchecked(t *testing.T) {
 		t.Logf("node %d: %v", odd, err)
 	}
 }
+
+// PrefixTrimUnheld: with one follower down and the other's pass jobs
+// never finishing, the leader trims its raft log up to its own prefix, the
+// only one: the down follower comes back to a raft snapshot past its empty
+// prefix and must install the leader's (TestRaftTrimWaitsForMajorityPrefix
+// shows the fixed path).
+func TestBugPrefixTrimUnheld(t *testing.T) {
+	c := newMetaCluster(t, 31, 3, func(cfg *Config) {
+		retentionConfig(cfg)
+		cfg.CheckpointEntries = 16
+		cfg.PrefixChunkBytes = 256
+		cfg.Bugs.PrefixTrimUnheld = true
+	})
+	c.createTopicWith(c.metaLeaderOf(), "kv", 1, 3, map[string]string{"cleanup.policy": "compact", "segment.bytes": "4096"})
+	kv := TopicPartition{Topic: "kv"}
+	lead := c.leader(kv)
+	var slow, down NodeID
+	for _, id := range c.ids {
+		switch {
+		case id == lead:
+		case slow == 0:
+			slow = id
+		default:
+			down = id
+		}
+	}
+	c.crash(down)
+	c.hold = func(id NodeID, j SyncJob) bool { return id == slow && j.passPhase != 0 }
+	for range 3 {
+		c.fillPartition(kv, 40)
+		c.tick(40)
+	}
+	end := c.cores[lead].byTP[kv].pass.store.End()
+	if from := c.raftLogFrom(lead, kv); from == 0 || end == 0 {
+		t.Fatalf("leader's raft log starts at %d, prefix end %d: want it trimmed up to its prefix", from, end)
+	}
+	c.start(down)
+	c.tick(100)
+	if n := c.cores[down].Stats().PrefixInstalls; n == 0 {
+		t.Fatalf("node %d caught up without a prefix install", down)
+	}
+}

@@ -86,6 +86,7 @@ type prefixInstall struct {
 type prefixFrame struct {
 	requests []*strandpb.PrefixRequest
 	chunks   []*strandpb.PrefixChunk
+	held     []*strandpb.PrefixHeld // compaction_held.go
 }
 
 // installTarget says whether stuck g should install the record's
@@ -208,6 +209,9 @@ func (c *Core) receivePrefixFrame(from NodeID, f *prefixFrame) {
 	}
 	for _, ch := range f.chunks {
 		c.takeChunk(from, ch)
+	}
+	for _, h := range f.held {
+		c.takeHeld(from, h)
 	}
 }
 
@@ -364,6 +368,14 @@ func (c *Core) finishInstallJob(token uint64, job syncJob, err error) {
 
 // prefixFramesMax bounds the requests or chunks taken from one frame.
 const prefixFramesMax = 64
+
+// parseHeld decodes one prefix_held field; one that does not decode is
+// dropped.
+func (f *prefixFrame) parseHeld(b []byte) {
+	if m := (&strandpb.PrefixHeld{}); proto.Unmarshal(b, m) == nil && len(f.held) < prefixFramesMax {
+		f.held = append(f.held, m)
+	}
+}
 
 // parse decodes one prefix_requests (chunk false) or prefix_chunks field;
 // one that does not decode is dropped.

@@ -69,7 +69,8 @@ import (
 // The raft log is trimmed up to the prefix: on a compacted partition the
 // raft-log compaction's limit (snapshot.go maybeCompact) is engine's
 // RaftTrimBound of the least of the store's end and the record's
-// CleanedTo (prefixTrimBound; none past the first batch while stuck), so
+// CleanedTo (prefixTrimBound; none past the first batch while stuck) and
+// of what a majority of the voters' prefixes hold (compaction_held.go), so
 // a replica's disk holds its prefix and the raft log past it. A replica
 // whose raft log starts past its prefix (a raft snapshot, sent when a
 // follower lags past the leader's trim) is stuck and installs the
@@ -151,6 +152,12 @@ type passState struct {
 	// installed again whatever its generation.
 	damaged bool
 	locs    []engine.BatchLocation // scratch
+	// held are the other voters' last PrefixHeld reports, by node ID
+	// (compaction_held.go); heldSent and heldSentAt the end this replica
+	// last reported and the tick it did.
+	held       []heldReport
+	heldSent   int64
+	heldSentAt uint64
 	// last is the last pass made current on this replica since it opened
 	// (CompactionView's LastPass fields; zero: none).
 	last passFigures
@@ -329,6 +336,10 @@ func (c *Core) passCheck(g *group) {
 		c.handOffStuck(g)
 	}
 	c.maybeReportPass(g)
+	if end := c.ownHeldEnd(g); end != g.pass.heldSent || c.ticks >= g.pass.heldSentAt+uint64(c.cfg.RetentionCheckTicks) {
+		g.pass.heldSent, g.pass.heldSentAt = end, c.ticks
+		c.reportHeld(g) // compaction_held.go
+	}
 }
 
 // handOffStuck, on a stuck replica leading g while the engine's record is

@@ -424,7 +424,10 @@ type Core struct {
 	// this order.
 	groups []*group
 	byTP   map[TopicPartition]*group // partition replicas only
-	rand   *rand.Rand                // metadata proposal ids: seeded from Config.Rand and the boot count
+	// heldOut are the PrefixHeld reports the retention tick queued
+	// (compaction_held.go), sent at its end.
+	heldOut []heldOut
+	rand    *rand.Rand // metadata proposal ids: seeded from Config.Rand and the boot count
 	// incarnation is drawn from rand at each Open; liveness frames carry
 	// it so peers see a restart however quick (quiesce.go).
 	incarnation uint64

@@ -310,9 +310,26 @@
 // when the read covered its offset (a Kafka read_committed consumer would wait for that marker and
 // drop the producer's later committed batches); ListOffsets by timestamp looks in the prefix first.
 // The raft log is trimmed up to the prefix: raft-log compaction (below) is bounded by engine's
-// RaftTrimBound of the least of the replica's own prefix end and the record's CleanedTo (nothing
-// further while stuck), so a replica's disk is its prefix plus the raft log past it (up to a
-// segment behind: whole segments go). A stuck replica, or one whose prefix fails a read, serves
+// RaftTrimBound of the least of the replica's own prefix end, the record's CleanedTo (nothing
+// further while stuck) and the end a majority of the voters' prefixes hold, so a replica's disk is
+// its prefix plus the raft log past it (up to a segment behind: whole segments go) once the others
+// passed too. The majority bound (compaction_held.go) is what makes a compacted record as durable
+// as a raft entry: a prefix is state a raft snapshot does not carry, so a follower that installs
+// one past its own prefix holds neither the prefix nor the raft log below it until it installs a
+// peer's; trimmed up to one replica's prefix alone, the records below could live on that replica
+// only, and one disk replacement would lose them (the simulator's seed 230, session 13). Every
+// replica reports its prefix's generation and end (0 while stuck, damaged or installing) to the
+// other voters at each retention check (PrefixHeld, RaftFrame field 57, one frame per peer a
+// check); each keeps its voters' reports for a request timeout and four checks, and trims no raft
+// entry whose batches do not lie wholly below the majority-th largest end. So at any time every
+// record below a raft log's start is in the prefixes of a majority, and every record on a
+// majority, prefix or raft log: a single disk replacement loses none. A generation switch needs
+// no bound (a replica's next generation covers what its current one did). Rejected, as Kafka and
+// Redpanda tie safety to the ISR or a raft majority, never to every replica: keeping each
+// generation (or the raft log) until every voter holds it (one voter down for days would pin every
+// replica's disk at the whole history); shipping the prefix in MsgSnap (the live set in every
+// snapshot); the reports as raft entries (followers do not propose; an entry per report on every
+// disk). TestRaftTrimWaitsForMajorityPrefix; simnet's prefixheld.go; planted PrefixTrimUnheld. A stuck replica, or one whose prefix fails a read, serves
 // what its raft log holds; below that a fetch is REPLICA_RECOVERING (retriable), never the next
 // batch. A produce to such a topic with a keyless record is INVALID_RECORD (produce.go).
 //

@@ -21,19 +21,20 @@ import (
 
 // Field numbers of RaftFrame and RaftMessage.
 const (
-	raftFrameFromNode  protowire.Number = 1
-	raftFrameMessages  protowire.Number = 2
-	raftMessageTopic   protowire.Number = 1
-	raftMessagePart    protowire.Number = 2
-	raftMessageMessage protowire.Number = 3
-	raftFrameProbes    protowire.Number = 50 // RejoinProbe (rejoin.go)
-	raftFrameAnswers   protowire.Number = 51 // RejoinAnswer
-	raftFrameDisk      protowire.Number = 52 // liveness frames: the sender's disk state
-	raftFrameTxnReqs   protowire.Number = 53 // peer requests of the transaction coordinators (txn_peer.go)
-	raftFrameTxnResps  protowire.Number = 54 // their answers
-	raftFramePrefixReq protowire.Number = 55 // compacted-prefix requests (compaction_install.go)
-	raftFramePrefix    protowire.Number = 56 // their chunks
-	raftFrameIncarn    protowire.Number = 57 // liveness frames: the sender's incarnation
+	raftFrameFromNode   protowire.Number = 1
+	raftFrameMessages   protowire.Number = 2
+	raftMessageTopic    protowire.Number = 1
+	raftMessagePart     protowire.Number = 2
+	raftMessageMessage  protowire.Number = 3
+	raftFrameProbes     protowire.Number = 50 // RejoinProbe (rejoin.go)
+	raftFrameAnswers    protowire.Number = 51 // RejoinAnswer
+	raftFrameDisk       protowire.Number = 52 // liveness frames: the sender's disk state
+	raftFrameTxnReqs    protowire.Number = 53 // peer requests of the transaction coordinators (txn_peer.go)
+	raftFrameTxnResps   protowire.Number = 54 // their answers
+	raftFramePrefixReq  protowire.Number = 55 // compacted-prefix requests (compaction_install.go)
+	raftFramePrefix     protowire.Number = 56 // their chunks
+	raftFrameIncarn     protowire.Number = 57 // liveness frames: the sender's incarnation
+	raftFramePrefixHeld protowire.Number = 58 // what a replica's prefix holds (compaction_held.go)
 )
 
 // Values of RaftFrame.disk_state (0, absent: not said).
@@ -201,6 +202,12 @@ func parseRaftFrame(b []byte, msgs []rawRaftMessage, rj *rejoinFrame) (from uint
 			v, n = protowire.ConsumeBytes(b)
 			if n >= 0 && rj != nil {
 				rj.prefix.parse(num == raftFramePrefix, v) // one that does not decode is dropped alone
+			}
+		case num == raftFramePrefixHeld && typ == protowire.BytesType:
+			var v []byte
+			v, n = protowire.ConsumeBytes(b)
+			if n >= 0 && rj != nil {
+				rj.prefix.parseHeld(v) // one that does not decode is dropped alone
 			}
 		default:
 			n = protowire.ConsumeFieldValue(num, typ, b)

@@ -128,6 +128,7 @@ func (c *Core) retentionTick() {
 		c.passCheck(g) // compaction_replica.go
 		c.tierCheck(g) // tier.go
 	}
+	c.flushHeld() // compaction_held.go
 }
 
 // retentionDue reports whether g has retention work before its next

@@ -82,7 +82,10 @@ func (c *Core) maybeCompact(g *group) {
 	}
 	limit := min(first-1, g.appliedRaft)
 	if bound, ok := c.prefixTrimBound(g); ok {
-		limit = min(bound, g.appliedRaft) // compaction_replica.go: a compacted topic trims up to its prefix
+		// compaction_replica.go: a compacted topic trims up to its prefix,
+		// and compaction_held.go: to what a majority of its voters'
+		// prefixes hold.
+		limit = min(bound, g.part.RaftTrimBound(c.heldQuorumEnd(g)), g.appliedRaft)
 	}
 	limit = c.bugCompactLimit(g, limit)
 	target := g.log.CompactionPoint(limit)

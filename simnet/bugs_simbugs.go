@@ -48,12 +48,12 @@ var TxnBugNames = []string{"LSOPassesOpenTxn", "DropAbortOnRestore", "MarkersBef
 	"LibCommitSkipsFlush"}
 
 // CompactBugNames are the compacted topics' planted bugs (engine/compact's
-// pass, raftlog/compacted's switch, node's CompactActiveSegment and
-// CompactDeleteUncut): they need the compacted-topic workload
+// pass, raftlog/compacted's switch, node's CompactActiveSegment,
+// CompactDeleteUncut and PrefixTrimUnheld): they need the compacted-topic workload
 // (Options.Compacted, wire_kv.go); CompactDeleteUncut a compact,delete
 // seed of it (kvCompactDelete).
 var CompactBugNames = []string{"CompactKeepsOlder", "TombstoneEarly", "CompactDropsLastRecord", "CompactSwitchNotAtomic",
-	"CompactActiveSegment", "PrefixInstallUnchecked", "CompactDeleteUncut"}
+	"CompactActiveSegment", "PrefixInstallUnchecked", "CompactDeleteUncut", "PrefixTrimUnheld"}
 
 // TierBugNames are tiered storage's planted bugs (node/tier.go): they
 // need the seeds that draw Options.Tiered.
@@ -164,6 +164,8 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.CompactDeleteUncut = true
 	case "PrefixInstallUnchecked": // needs Options.Compacted and a stuck replica
 		cfg.Bugs.PrefixInstallUnchecked = true
+	case "PrefixTrimUnheld": // needs Options.Compacted (prefixheld.go)
+		cfg.Bugs.PrefixTrimUnheld = true
 	case "MarkersBeforeDecision": // needs Options.Txn
 		cfg.Bugs.MarkersBeforeDecision = true
 	case "ElectionInCoreTicks":

@@ -149,10 +149,12 @@
 // every 1.5 s and after the heal, and each read is held to compaction's promises ("kv:"
 // failures); every replica's compacted prefix is checked as a power loss would leave it, after
 // every pass and at every durable step of one, against its decision and every other replica's
-// outcome for the generation ("compaction:" failures, prefixes.go), and crashes and power cuts
+// outcome for the generation ("compaction:" failures, prefixes.go), every offset below the
+// highest prefix end stays on a majority of the replicas less the replaced or damaged disks, in
+// their prefixes below a raft log's start (prefixheld.go), and crashes and power cuts
 // are armed inside passes (compaction_cuts.go). Planted: CompactKeepsOlder, TombstoneEarly and
 // CompactDropsLastRecord in engine/compact, CompactSwitchNotAtomic in raftlog/compacted,
-// CompactActiveSegment and CompactDeleteUncut in node. Options.Txn (seven seeds in ten) runs the transactional workload
+// CompactActiveSegment, CompactDeleteUncut and PrefixTrimUnheld in node. Options.Txn (seven seeds in ten) runs the transactional workload
 // (wire_txn.go): three transactional producers, each process a simulated clientlib Client with the
 // id's TransactionalID driven as an application drives it (InitTransactions, BeginTransaction,
 // Produce, CommitTransaction or AbortTransaction, in clientlib.SimRun tasks; half the commits right

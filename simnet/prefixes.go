@@ -140,8 +140,10 @@ func (d *digests) comparePrefix(n *simNode, dir string) {
 	d.w.coverage.Inc("check/prefix-opened")
 	gen := s.Generation()
 	if gen == 0 {
+		d.w.held.notePrefix(n, dir, 0) // prefixheld.go
 		return
 	}
+	d.w.held.notePrefix(n, dir, s.End())
 	if r := d.ref(g); r.part != nil && gen <= uint64(len(r.decisions)) {
 		if dec := r.decisions[gen-1]; s.End() > dec.CleanableEnd {
 			d.w.fail("compaction: node %d's prefix of generation %d ends at %d, past its decision's cleanable end %d",

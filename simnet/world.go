@@ -47,6 +47,8 @@ type core interface {
 	// TierManifest and VerifyTier: the tiered-storage checks (tier.go).
 	TierManifest(tp node.TopicPartition) (m tier.Manifest, topicID, applied uint64, ok bool)
 	VerifyTier(tp node.TopicPartition, object func(key string) ([]byte, bool)) (int, error)
+	// RaftLogHolding: the compacted-records check (prefixheld.go).
+	RaftLogHolding(tp node.TopicPartition) (node.RaftLogHolding, bool)
 }
 
 var _ core = (*node.Core)(nil)
@@ -181,6 +183,7 @@ type world struct {
 	wire         *wireWorkload  // the clients and their transport (wire.go)
 	durability   *durability    // the durability audit (audit.go)
 	digests      *digests       // whole-state comparison of replicas (digests.go)
+	held         *heldCheck     // every compacted record on a majority (prefixheld.go)
 	offsets      *offsetsReplay // group coordinators' restores against the history (offsets_replay.go)
 	coverage     *Coverage      // faults fired and rare events seen (coverage.go)
 	// requestBody and requestRows: strandpb.Request's body oneof and
@@ -324,6 +327,7 @@ func newWorld(o Options) *world {
 	w.corrupter = newCorrupter(w)
 	w.durability = newDurability(w)
 	w.digests = newDigests(w)
+	w.held = newHeldCheck(w)
 	w.offsets = newOffsetsReplay(w)
 	w.work = newWorkload(w)
 	w.wire = newWireWorkload(w)
@@ -647,6 +651,7 @@ func (w *world) process(n *simNode) {
 		w.checker.onStatus(n, statuses) // otherwise it would find each as checked last
 	}
 	w.durability.afterProcess(n, statuses)
+	w.held.afterProcess(n, statuses)
 	w.afterRound(n, sent)
 	w.startSyncs(n, out.Jobs)
 }

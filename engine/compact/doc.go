@@ -205,8 +205,9 @@
 // digest before the switch (a wrong or unreadable prefix is removed first,
 // manifest first). Then the raft log is trimmed up to the prefix:
 // raft-log compaction, snapshot-driven included, is bounded by
-// RaftTrimBound(least of the replica's own prefix end and the record's
-// CleanedTo), none further while stuck. The engine keeps the log start
+// RaftTrimBound(least of the replica's own prefix end, the record's
+// CleanedTo and the end a majority of the voters' prefixes hold: node's
+// compaction_held.go), none further while stuck. The engine keeps the log start
 // on a compacted partition: Compacted drops only the index entries the
 // record covers, the digest leaves covered entries out (replicas trim at
 // their own pace), and a raft snapshot's state (RaftSnapshotState) keeps
@@ -271,7 +272,12 @@
 // reads them from its raft log, where read_committed needs the index to
 // hide them; on a compacted partition a TRIM drops no aborted
 // transaction either, so today the aborted index of a compacted log only
-// grows); retention by
+// grows; a replica stuck behind the record serves its raft log, where the
+// aborted batches still are, so no rule on the record alone is safe: the
+// voters' PrefixHeld reports, node's compaction_held.go, now tell the
+// leader each voter's generation, from which a replicated drop could be
+// decided once every voter is past the generation that forgot an entry);
+// retention by
 // bytes counts the prefix's segments and the raft log's, not the raft
 // segments the prefix covers (a segment's lag); a topic altered from
 // compact to delete keeps its prefix until retention takes it (Kafka's

@@ -887,8 +887,13 @@ type RaftFrame struct {
 	// generation the engine's record names, a chunk at a time.
 	PrefixRequests []*PrefixRequest `protobuf:"bytes,55,rep,name=prefix_requests,json=prefixRequests,proto3" json:"prefix_requests,omitempty"`
 	PrefixChunks   []*PrefixChunk   `protobuf:"bytes,56,rep,name=prefix_chunks,json=prefixChunks,proto3" json:"prefix_chunks,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Each replica of a compacted partition tells its peers, at every
+	// retention check, what its compacted prefix holds (node/
+	// compaction_held.go): no replica trims its raft log below the end a
+	// majority of the voters' prefixes hold.
+	PrefixHeld    []*PrefixHeld `protobuf:"bytes,58,rep,name=prefix_held,json=prefixHeld,proto3" json:"prefix_held,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RaftFrame) Reset() {
@@ -991,6 +996,84 @@ func (x *RaftFrame) GetPrefixChunks() []*PrefixChunk {
 	return nil
 }
 
+func (x *RaftFrame) GetPrefixHeld() []*PrefixHeld {
+	if x != nil {
+		return x.PrefixHeld
+	}
+	return nil
+}
+
+// PrefixHeld is what the sending replica of topic/partition holds in its
+// compacted prefix: every record below end (0: nothing it may count, a
+// stuck or damaged prefix), as of its generation.
+type PrefixHeld struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Generation    uint64                 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	End           int64                  `protobuf:"varint,4,opt,name=end,proto3" json:"end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrefixHeld) Reset() {
+	*x = PrefixHeld{}
+	mi := &file_strand_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrefixHeld) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrefixHeld) ProtoMessage() {}
+
+func (x *PrefixHeld) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrefixHeld.ProtoReflect.Descriptor instead.
+func (*PrefixHeld) Descriptor() ([]byte, []int) {
+	return file_strand_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PrefixHeld) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PrefixHeld) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PrefixHeld) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *PrefixHeld) GetEnd() int64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
 // PrefixRequest asks a replica of topic/partition for its compacted prefix
 // of generation from offset on (the prefix's start for the first chunk).
 type PrefixRequest struct {
@@ -1005,7 +1088,7 @@ type PrefixRequest struct {
 
 func (x *PrefixRequest) Reset() {
 	*x = PrefixRequest{}
-	mi := &file_strand_proto_msgTypes[7]
+	mi := &file_strand_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1017,7 +1100,7 @@ func (x *PrefixRequest) String() string {
 func (*PrefixRequest) ProtoMessage() {}
 
 func (x *PrefixRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_proto_msgTypes[7]
+	mi := &file_strand_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1030,7 +1113,7 @@ func (x *PrefixRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixRequest.ProtoReflect.Descriptor instead.
 func (*PrefixRequest) Descriptor() ([]byte, []int) {
-	return file_strand_proto_rawDescGZIP(), []int{7}
+	return file_strand_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PrefixRequest) GetTopic() string {
@@ -1087,7 +1170,7 @@ type PrefixChunk struct {
 
 func (x *PrefixChunk) Reset() {
 	*x = PrefixChunk{}
-	mi := &file_strand_proto_msgTypes[8]
+	mi := &file_strand_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1182,7 @@ func (x *PrefixChunk) String() string {
 func (*PrefixChunk) ProtoMessage() {}
 
 func (x *PrefixChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_proto_msgTypes[8]
+	mi := &file_strand_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1195,7 @@ func (x *PrefixChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixChunk.ProtoReflect.Descriptor instead.
 func (*PrefixChunk) Descriptor() ([]byte, []int) {
-	return file_strand_proto_rawDescGZIP(), []int{8}
+	return file_strand_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PrefixChunk) GetTopic() string {
@@ -1201,7 +1284,7 @@ type RejoinProbe struct {
 
 func (x *RejoinProbe) Reset() {
 	*x = RejoinProbe{}
-	mi := &file_strand_proto_msgTypes[9]
+	mi := &file_strand_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1213,7 +1296,7 @@ func (x *RejoinProbe) String() string {
 func (*RejoinProbe) ProtoMessage() {}
 
 func (x *RejoinProbe) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_proto_msgTypes[9]
+	mi := &file_strand_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1226,7 +1309,7 @@ func (x *RejoinProbe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejoinProbe.ProtoReflect.Descriptor instead.
 func (*RejoinProbe) Descriptor() ([]byte, []int) {
-	return file_strand_proto_rawDescGZIP(), []int{9}
+	return file_strand_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RejoinProbe) GetTopic() string {
@@ -1264,7 +1347,7 @@ type RejoinAnswer struct {
 
 func (x *RejoinAnswer) Reset() {
 	*x = RejoinAnswer{}
-	mi := &file_strand_proto_msgTypes[10]
+	mi := &file_strand_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1359,7 @@ func (x *RejoinAnswer) String() string {
 func (*RejoinAnswer) ProtoMessage() {}
 
 func (x *RejoinAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_proto_msgTypes[10]
+	mi := &file_strand_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1372,7 @@ func (x *RejoinAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejoinAnswer.ProtoReflect.Descriptor instead.
 func (*RejoinAnswer) Descriptor() ([]byte, []int) {
-	return file_strand_proto_rawDescGZIP(), []int{10}
+	return file_strand_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RejoinAnswer) GetTopic() string {
@@ -1404,7 +1487,7 @@ const file_strand_proto_rawDesc = "" +
 	"\vRaftMessage\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\fR\amessage\"\xd3\x03\n" +
+	"\amessage\x18\x03 \x01(\fR\amessage\"\x88\x04\n" +
 	"\tRaftFrame\x12\x1b\n" +
 	"\tfrom_node\x18\x01 \x01(\x04R\bfromNode\x12/\n" +
 	"\bmessages\x18\x02 \x03(\v2\x13.strand.RaftMessageR\bmessages\x128\n" +
@@ -1416,7 +1499,17 @@ const file_strand_proto_rawDesc = "" +
 	"\ftxn_requests\x185 \x03(\fR\vtxnRequests\x12#\n" +
 	"\rtxn_responses\x186 \x03(\fR\ftxnResponses\x12>\n" +
 	"\x0fprefix_requests\x187 \x03(\v2\x15.strand.PrefixRequestR\x0eprefixRequests\x128\n" +
-	"\rprefix_chunks\x188 \x03(\v2\x13.strand.PrefixChunkR\fprefixChunks\"{\n" +
+	"\rprefix_chunks\x188 \x03(\v2\x13.strand.PrefixChunkR\fprefixChunks\x123\n" +
+	"\vprefix_held\x18: \x03(\v2\x12.strand.PrefixHeldR\n" +
+	"prefixHeld\"r\n" +
+	"\n" +
+	"PrefixHeld\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x04R\n" +
+	"generation\x12\x10\n" +
+	"\x03end\x18\x04 \x01(\x03R\x03end\"{\n" +
 	"\rPrefixRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1e\n" +
@@ -1478,7 +1571,7 @@ func file_strand_proto_rawDescGZIP() []byte {
 }
 
 var file_strand_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_strand_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_strand_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_strand_proto_goTypes = []any{
 	(EntryKind)(0),               // 0: strand.EntryKind
 	(RejoinState)(0),             // 1: strand.RejoinState
@@ -1489,35 +1582,37 @@ var file_strand_proto_goTypes = []any{
 	(*PartitionSnapshot)(nil),    // 6: strand.PartitionSnapshot
 	(*RaftMessage)(nil),          // 7: strand.RaftMessage
 	(*RaftFrame)(nil),            // 8: strand.RaftFrame
-	(*PrefixRequest)(nil),        // 9: strand.PrefixRequest
-	(*PrefixChunk)(nil),          // 10: strand.PrefixChunk
-	(*RejoinProbe)(nil),          // 11: strand.RejoinProbe
-	(*RejoinAnswer)(nil),         // 12: strand.RejoinAnswer
-	(*TxnPartitionProducer)(nil), // 13: strand.TxnPartitionProducer
-	(*AbortedTxn)(nil),           // 14: strand.AbortedTxn
-	(*CompactionState)(nil),      // 15: strand.CompactionState
-	(*TierState)(nil),            // 16: strand.TierState
+	(*PrefixHeld)(nil),           // 9: strand.PrefixHeld
+	(*PrefixRequest)(nil),        // 10: strand.PrefixRequest
+	(*PrefixChunk)(nil),          // 11: strand.PrefixChunk
+	(*RejoinProbe)(nil),          // 12: strand.RejoinProbe
+	(*RejoinAnswer)(nil),         // 13: strand.RejoinAnswer
+	(*TxnPartitionProducer)(nil), // 14: strand.TxnPartitionProducer
+	(*AbortedTxn)(nil),           // 15: strand.AbortedTxn
+	(*CompactionState)(nil),      // 16: strand.CompactionState
+	(*TierState)(nil),            // 17: strand.TierState
 }
 var file_strand_proto_depIdxs = []int32{
 	0,  // 0: strand.Entry.kind:type_name -> strand.EntryKind
 	5,  // 1: strand.ProducerState.earlier_batches:type_name -> strand.ProducerBatch
 	3,  // 2: strand.PartitionSnapshot.batches:type_name -> strand.BatchLocation
 	4,  // 3: strand.PartitionSnapshot.producers:type_name -> strand.ProducerState
-	13, // 4: strand.PartitionSnapshot.txn_producers:type_name -> strand.TxnPartitionProducer
-	14, // 5: strand.PartitionSnapshot.aborted_txns:type_name -> strand.AbortedTxn
-	15, // 6: strand.PartitionSnapshot.compaction:type_name -> strand.CompactionState
-	16, // 7: strand.PartitionSnapshot.tier:type_name -> strand.TierState
+	14, // 4: strand.PartitionSnapshot.txn_producers:type_name -> strand.TxnPartitionProducer
+	15, // 5: strand.PartitionSnapshot.aborted_txns:type_name -> strand.AbortedTxn
+	16, // 6: strand.PartitionSnapshot.compaction:type_name -> strand.CompactionState
+	17, // 7: strand.PartitionSnapshot.tier:type_name -> strand.TierState
 	7,  // 8: strand.RaftFrame.messages:type_name -> strand.RaftMessage
-	11, // 9: strand.RaftFrame.rejoin_probes:type_name -> strand.RejoinProbe
-	12, // 10: strand.RaftFrame.rejoin_answers:type_name -> strand.RejoinAnswer
-	9,  // 11: strand.RaftFrame.prefix_requests:type_name -> strand.PrefixRequest
-	10, // 12: strand.RaftFrame.prefix_chunks:type_name -> strand.PrefixChunk
-	1,  // 13: strand.RejoinAnswer.state:type_name -> strand.RejoinState
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	12, // 9: strand.RaftFrame.rejoin_probes:type_name -> strand.RejoinProbe
+	13, // 10: strand.RaftFrame.rejoin_answers:type_name -> strand.RejoinAnswer
+	10, // 11: strand.RaftFrame.prefix_requests:type_name -> strand.PrefixRequest
+	11, // 12: strand.RaftFrame.prefix_chunks:type_name -> strand.PrefixChunk
+	9,  // 13: strand.RaftFrame.prefix_held:type_name -> strand.PrefixHeld
+	1,  // 14: strand.RejoinAnswer.state:type_name -> strand.RejoinState
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_strand_proto_init() }
@@ -1534,7 +1629,7 @@ func file_strand_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strand_proto_rawDesc), len(file_strand_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
