@@ -25,7 +25,7 @@ var BugNames = []string{"AckBeforeCommit", "SkipFsync", "FetchBeyondHighMark", "
 	"RestoreForgetsProducers", "CheckpointForgetsProducers", "FetchRenumbersInsideBatch", "AckLeaderEarly",
 	"RecoverTrustsPageCache", "LeaseReads", "RestoreIndexTimes",
 	"AckBeforeSyncDone", "WipedNodeVotes", "RepairTrustsItself", "CompactPastStart", "StaleSnapshot",
-	"TopicIDUnchecked", "ProduceSkipsCRC", "QuiescedNeverWake", "RestartNeverWakes", "WALAckBeforeFsync",
+	"TopicIDUnchecked", "ProduceSkipsCRC", "QuiescedNeverWake", "WALAckBeforeFsync",
 	"FirstBatchMustFit", "StalledLeaderKeepsLeading", "ElectionInCoreTicks"}
 
 // GroupBugNames are the consumer-group coordinator's planted bugs
@@ -142,8 +142,6 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.ProduceSkipsCRC = true
 	case "QuiescedNeverWake":
 		cfg.Bugs.QuiescedNeverWake = true
-	case "RestartNeverWakes": // a node restarted full (fulldisk.go) that led quiesced groups
-		cfg.Bugs.RestartNeverWakes = true
 	case "FirstBatchMustFit":
 		cfg.Bugs.FirstBatchMustFit = true
 	case "StalledLeaderKeepsLeading": // needs a disk stall (seedOptions draws one)
