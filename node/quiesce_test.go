@@ -80,22 +80,29 @@ func TestQuiescedFollowersElectAfterLeaderCrash(t *testing.T) {
 	tp := TopicPartition{Topic: "t", Partition: 1}
 	old := c.leader(tp)
 	c.crash(old)
-	for range 100 {
+	c.awaitWokenLeader(tp, old, 100, "silence", func(s Stats) uint64 { return s.WokenBySilence })
+}
+
+// awaitWokenLeader ticks c until tp has a leader other than old (at most
+// ticks), and fails unless old's peers counted wakes (woken) by why.
+func (c *cluster) awaitWokenLeader(tp TopicPartition, old NodeID, ticks int, why string, woken func(Stats) uint64) {
+	c.t.Helper()
+	for range ticks {
 		c.tick(1)
 		if lead := c.agreedLeader(tp); lead != 0 && lead != old {
-			var woken uint64
+			var n uint64
 			for _, id := range c.ids {
 				if id != old {
-					woken += c.cores[id].Stats().WokenBySilence
+					n += woken(c.cores[id].Stats())
 				}
 			}
-			if woken == 0 {
-				t.Fatalf("new leader %d without a wake by silence", lead)
+			if n == 0 {
+				c.t.Fatalf("new leader %d without a wake by %s", lead, why)
 			}
 			return
 		}
 	}
-	t.Fatalf("no new leader for %v within 100 ticks of its leader's node %d crashing", tp, old)
+	c.t.Fatalf("no new leader for %v within %d ticks of its leader's node %d going (%s)", tp, ticks, old, why)
 }
 
 // TestQuiescedFollowersElectAfterLeaderRestartsFull restarts the node
@@ -111,23 +118,8 @@ func TestQuiescedFollowersElectAfterLeaderRestartsFull(t *testing.T) {
 	d := c.disks[old]
 	d.SetCapacity(d.UsedBytes() + 512<<10) // below the floor: full from its first tick
 	c.start(old)
-	for range 200 {
-		c.tick(1)
-		if lead := c.agreedLeader(tp); lead != 0 && lead != old {
-			var woken uint64
-			for _, id := range c.ids {
-				if id != old {
-					woken += c.cores[id].Stats().WokenByRestart
-				}
-			}
-			if woken == 0 {
-				t.Fatalf("new leader %d without a wake by restart", lead)
-			}
-			if !c.cores[old].diskFull() {
-				t.Fatalf("restarted node %d not full", old)
-			}
-			return
-		}
+	c.awaitWokenLeader(tp, old, 200, "restart", func(s Stats) uint64 { return s.WokenByRestart })
+	if !c.cores[old].diskFull() {
+		t.Fatalf("restarted node %d not full", old)
 	}
-	t.Fatalf("no new leader for %v within 200 ticks of its leader's node %d restarting full", tp, old)
 }
