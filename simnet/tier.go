@@ -17,8 +17,12 @@ import (
 // is synchronous inside the node's storage job, so a seed replays bit for
 // bit. Choose draws Options.Tiered into a third of the seeds (its own
 // stream: no other draw moves); those create the scenario's topics with
-// remote.storage.enable=true, and their small segments (SegmentBytesMax,
-// segment.ms) seal, upload and age out within the run.
+// remote.storage.enable=true and a local retention (a third of
+// retention.ms and retention.bytes, or two segments when the total is
+// unbounded: wire_client.go's retentionConfigs), and their small segments
+// (SegmentBytesMax, segment.ms) seal, upload, leave the local disk and age
+// out within the run; the readers' random offsets from 0 are then mostly
+// remote reads, which their checks judge as any read.
 //
 // Checked every tierCheckEvery of virtual time and at the end of each seed
 // (checkTier): for each scenario partition, the live replicas whose
@@ -27,7 +31,10 @@ import (
 // must find every listed
 // segment's object in the bucket, of its size and CRC, decoding to batches
 // that cover the segment and equal, field for field and byte for byte, the
-// batches their own log holds at those offsets (node.Core.VerifyTier).
+// batches their own log holds at those offsets (node.Core.VerifyTier), and
+// must hold every record from the log start on in one tier or the other:
+// nothing below the first batch of their raft log the remote log does not
+// hold (node.Core.VerifyTierLocal).
 // Replicas' manifests at equal applied index are compared by the digest
 // checks (engine's digest folds the manifest in).
 
@@ -115,6 +122,9 @@ func (w *world) checkTier(final bool) {
 			compared, err := n.core.VerifyTier(tp, w.bucket.Bytes)
 			w.coverage.Add("tier/batches-compared", int64(compared))
 			if err != nil {
+				w.fail("tier: node %d: %v", n.id, err)
+			}
+			if err := n.core.VerifyTierLocal(tp); err != nil {
 				w.fail("tier: node %d: %v", n.id, err)
 			}
 		}

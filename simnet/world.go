@@ -43,9 +43,11 @@ type core interface {
 	SecurityState() (version uint64, creds []metadata.Credential, quotas []metadata.Quota)
 	// ClusterID is the cluster id a connection's Hello names (wire.go).
 	ClusterID() metadata.UUID
-	// TierManifest and VerifyTier: the tiered-storage checks (tier.go).
+	// TierManifest, VerifyTier and VerifyTierLocal: the tiered-storage
+	// checks (tier.go).
 	TierManifest(tp node.TopicPartition) (tier.Manifest, uint64, bool)
 	VerifyTier(tp node.TopicPartition, object func(key string) ([]byte, bool)) (int, error)
+	VerifyTierLocal(tp node.TopicPartition) error
 }
 
 var _ core = (*node.Core)(nil)
@@ -745,6 +747,8 @@ func (w *world) countRetention(n *simNode) {
 	w.addDelta("event/snapshot-sent", now.SnapshotsSent-last.SnapshotsSent)
 	w.addDelta("event/snapshot-installed", now.SnapshotsInstalled-last.SnapshotsInstalled)
 	w.addDelta("event/prefix-installed", now.PrefixInstalls-last.PrefixInstalls)
+	w.addDelta("tier/remote-reads", uint64(now.TierReads-last.TierReads)) // tier.go
+	w.addDelta("tier/remote-read-errors", uint64(now.TierReadErrors-last.TierReadErrors))
 	if now.RemovalsForced > last.RemovalsForced && w.wire != nil && w.wire.joins != nil {
 		w.wire.joins.forced = true
 		w.coverage.Inc("event/removal-forced")
