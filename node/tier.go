@@ -73,7 +73,7 @@ const (
 )
 
 // errTierStore says the node has no object store for a tiered topic.
-var errTierStore = errors.New("no object store configured on this node (tiered storage is unfinished: no flag configures a store yet); leave remote.storage.enable unset")
+var errTierStore = errors.New("no object store configured on this node (strand serve --tier-dir, or --s3-endpoint and --s3-bucket); leave remote.storage.enable unset")
 
 // tierState is a replica's tiered-storage bookkeeping; only its leader
 // uses it.
