@@ -10,14 +10,15 @@ import (
 	"github.com/strandlog/strand/engine/tier"
 )
 
-// TierManifest answers tp's manifest of remote segments on this replica
-// and the raft index it is as of, for checks; false when not hosted.
-func (c *Core) TierManifest(tp TopicPartition) (tier.Manifest, uint64, bool) {
+// TierManifest answers tp's manifest of remote segments on this replica,
+// the raft index it is as of and the topic id of the replica's
+// incarnation, for checks; false when not hosted.
+func (c *Core) TierManifest(tp TopicPartition) (m tier.Manifest, applied, topicID uint64, ok bool) {
 	g := c.byTP[tp]
 	if g == nil || g.part == nil {
-		return tier.Manifest{}, 0, false
+		return tier.Manifest{}, 0, 0, false
 	}
-	return g.part.Tier(), g.appliedRaft, true
+	return g.part.Tier(), g.appliedRaft, g.topicID, true
 }
 
 // TierPrefix answers tp's object key prefix on this replica.

@@ -92,7 +92,7 @@ func TestTierUploadsAndDeletes(t *testing.T) {
 	c.fillPartition(plain, 20)
 	c.tick(80)
 	lead := c.leader(tp)
-	m, _, _ := c.cores[lead].TierManifest(tp)
+	m, _, _, _ := c.cores[lead].TierManifest(tp)
 	if len(m.Segments()) < 2 || m.Start() != 0 {
 		t.Fatalf("manifest %+v: want the sealed segments uploaded from 0", m.Segments())
 	}
@@ -104,7 +104,7 @@ func TestTierUploadsAndDeletes(t *testing.T) {
 		t.Helper()
 		var total int
 		for _, id := range c.ids {
-			got, _, _ := c.cores[id].TierManifest(tp)
+			got, _, _, _ := c.cores[id].TierManifest(tp)
 			if !equalSegments(got.Segments(), m.Segments()) {
 				t.Fatalf("node %d manifest %+v, leader's %+v", id, got.Segments(), m.Segments())
 			}
@@ -119,7 +119,7 @@ func TestTierUploadsAndDeletes(t *testing.T) {
 	if n := check(); n == 0 {
 		t.Fatal("no batch compared")
 	}
-	if pm, _, _ := c.cores[lead].TierManifest(plain); pm.Active() {
+	if pm, _, _, _ := c.cores[lead].TierManifest(plain); pm.Active() {
 		t.Fatalf("plain topic uploaded %+v", pm.Segments())
 	}
 	prefix, _ := c.cores[lead].TierPrefix(tp)
@@ -135,7 +135,7 @@ func TestTierUploadsAndDeletes(t *testing.T) {
 		t.Fatal(e)
 	}
 	c.tick(tierSweepTicks + 100)
-	m, _, _ = c.cores[c.leader(tp)].TierManifest(tp)
+	m, _, _, _ = c.cores[c.leader(tp)].TierManifest(tp)
 	if m.Start() < cut {
 		t.Fatalf("remote start %d, want at least %d after the trim", m.Start(), cut)
 	}

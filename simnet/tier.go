@@ -73,21 +73,26 @@ func newBucket(o Options) *memstore.Store {
 // tierCheckEvery is the virtual time between two checks in a run.
 const tierCheckEvery = 500 * time.Millisecond
 
-// tierApply is a partition's newest applied index and its topic id.
-type tierApply struct{ topicID, index uint64 }
+// tierIncarnation is a scenario partition under one topic id.
+type tierIncarnation struct {
+	tp      node.TopicPartition
+	topicID uint64
+}
 
 // tierApplied notes that a replica of tp (topic id topicID) applied index.
+// It is kept per topic id: a lagging replica of a deleted incarnation
+// applying its entries must not stand for the newest of the live one (seed
+// 30 once checked a replica 5 entries behind the TRIM whose dropped object
+// the leader had deleted).
 func (w *world) tierApplied(tp node.TopicPartition, topicID, index uint64) {
 	if !w.opts.Tiered {
 		return
 	}
 	if w.tierNewest == nil {
-		w.tierNewest = make(map[node.TopicPartition]tierApply)
+		w.tierNewest = make(map[tierIncarnation]uint64)
 	}
-	a := w.tierNewest[tp]
-	if topicID != a.topicID || index > a.index {
-		w.tierNewest[tp] = tierApply{topicID: topicID, index: index}
-	}
+	k := tierIncarnation{tp: tp, topicID: topicID}
+	w.tierNewest[k] = max(w.tierNewest[k], index)
 }
 
 // tierTick runs checkTier every tierCheckEvery of virtual time.
@@ -107,13 +112,12 @@ func (w *world) checkTier(final bool) {
 		return
 	}
 	for _, tp := range groupTopics(w.opts.Partitions) {
-		newest := w.tierNewest[tp].index
 		for _, n := range w.nodes {
 			if !n.up || n.core == nil {
 				continue
 			}
-			m, applied, ok := n.core.TierManifest(tp)
-			if !ok || applied != newest || !m.Active() {
+			m, applied, topicID, ok := n.core.TierManifest(tp)
+			if !ok || applied != w.tierNewest[tierIncarnation{tp: tp, topicID: topicID}] || !m.Active() {
 				continue
 			}
 			if final {

@@ -45,7 +45,7 @@ type core interface {
 	ClusterID() metadata.UUID
 	// TierManifest, VerifyTier and VerifyTierLocal: the tiered-storage
 	// checks (tier.go).
-	TierManifest(tp node.TopicPartition) (tier.Manifest, uint64, bool)
+	TierManifest(tp node.TopicPartition) (tier.Manifest, uint64, uint64, bool)
 	VerifyTier(tp node.TopicPartition, object func(key string) ([]byte, bool)) (int, error)
 	VerifyTierLocal(tp node.TopicPartition) error
 }
@@ -143,10 +143,10 @@ type world struct {
 	// bucket is the run's object store, shared by every node and kept
 	// across restarts (tier.go).
 	bucket *memstore.Store
-	// tierNewest is, per scenario partition, the newest raft index any
-	// replica of its latest topic id applied; tierCheckAt the virtual
-	// time of the next check (tier.go).
-	tierNewest  map[node.TopicPartition]tierApply
+	// tierNewest is, per scenario partition and topic id, the newest raft
+	// index any replica applied; tierCheckAt the virtual time of the next
+	// check (tier.go).
+	tierNewest  map[tierIncarnation]uint64
 	tierCheckAt time.Duration
 	opts        Options
 	// skews is every node's clock skew history, in time order
