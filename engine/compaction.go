@@ -128,18 +128,14 @@ func (p *Partition) applyCompactDone(e *EntryFields) Result {
 		return Result{Err: fmt.Errorf("%w: generation %d cleaned to %d, outside [%d, %d]",
 			ErrInvalidEntry, gen, cleanedTo, c.CleanedTo, c.Decision.CleanableEnd)}
 	}
-	live := p.batches[p.head+p.covered:]
-	for i := 0; i < len(live) && live[i].endOffset() <= cleanedTo; i++ {
-		p.coveredSum += batchDigest(&live[i])
-		p.covered++
-	}
 	c.DoneGeneration, c.CleanedTo, c.Digest = gen, cleanedTo, digest
+	p.extendCovered()
 	return Result{}
 }
 
 // RaftTrimBound is, on a compacted topic, the highest raft index this
 // replica may drop from its raft log when its own compacted prefix ends at
-// prefixEnd (raftlog/compacted's Store.End): every entry before the one
+// prefixEnd (on a tiered one, prefixEnd is the remote log's end) (raftlog/compacted's Store.End): every entry before the one
 // holding the first batch not wholly below prefixEnd, or the applied index
 // when every indexed batch is. Records not yet in the prefix live only in
 // the raft log, so retention's and snapshots' raft-log compaction

@@ -81,9 +81,9 @@ func abortedDigest(a *AbortedTxn) uint64 {
 // Digest is a deterministic 64-bit hash of the whole state: applied index,
 // log start, high-water mark, the offset index, the producer table and the
 // transactional state. Replicas at the same applied index have equal
-// digests; O(1). The index batches wholly below the compaction record's
-// CleanedTo are left out: each replica drops them with its raft log when
-// its own prefix holds them.
+// digests; O(1). The covered index batches are left out (coverEnd: below
+// the compaction record's CleanedTo or the remote log's end): each replica
+// drops them with its raft log at its own pace.
 func (p *Partition) Digest() uint64 {
 	h := digestChain(digestTagPartition, p.appliedIndex, uint64(p.logStartOffset), uint64(p.nextOffset),
 		uint64(len(p.batches)-p.head-p.covered), p.indexSum-p.coveredSum, uint64(len(p.producers)), p.producerSum)
@@ -119,9 +119,10 @@ func (p *Partition) digestSums() (index, producers, txns uint64) {
 }
 
 // coveredSums recomputes coveredSum and covered: the indexed batches
-// wholly below the record's CleanedTo, at the index's start.
+// wholly below coverEnd, at the index's start.
 func (p *Partition) coveredSums() (sum uint64, n int) {
-	for i := p.head; i < len(p.batches) && p.batches[i].endOffset() <= p.compaction.CleanedTo; i++ {
+	end := p.coverEnd()
+	for i := p.head; i < len(p.batches) && p.batches[i].endOffset() <= end; i++ {
 		sum += batchDigest(&p.batches[i])
 		n++
 	}

@@ -15,9 +15,10 @@ func (p *Partition) check() error {
 	// On a compacted topic the index may start below the log start (what
 	// no pass covers yet stays indexed across a trim) or above it, but
 	// never above the record's CleanedTo: the raft log is trimmed below
-	// it only (the compacted prefixes hold those records).
+	// it only (the compacted prefixes hold those records). On a tiered
+	// one likewise above it, never above the remote log's end (coverEnd).
 	indexStart := p.logStartOffset
-	if c := &p.compaction; c.Decision.Generation != 0 {
+	if p.compaction.Decision.Generation != 0 || p.tier.Active() {
 		first := p.nextOffset
 		if len(live) > 0 {
 			first = live[0].BaseOffset
@@ -26,8 +27,8 @@ func (p *Partition) check() error {
 			indexStart = first // batches no reported pass covers stay below a trim (partition.go trim)
 		}
 		if first > p.logStartOffset {
-			if first > c.CleanedTo {
-				return fmt.Errorf("index starts at %d, past the log start %d and the compacted end %d", first, p.logStartOffset, c.CleanedTo)
+			if end := p.coverEnd(); first > end {
+				return fmt.Errorf("index starts at %d, past the log start %d and the covered end %d", first, p.logStartOffset, end)
 			}
 			indexStart = first
 		}

@@ -131,13 +131,23 @@ func (m *model) trim(offset, nowMs int64) {
 	}
 }
 
-// compacted drops batches at or below raftIndex.
-func (m *model) compacted(raftIndex uint64) {
+// compacted drops batches at or below raftIndex; on a tiered partition
+// (remote: the manifest is active, its remote log ending at next) only
+// those wholly below next, and the log start stays.
+func (m *model) compacted(raftIndex uint64, remote bool, next int64) {
 	dropped := false
 	for i := range m.batches {
-		if !m.batches[i].dropped && m.batches[i].loc.RaftIndex <= raftIndex {
-			m.batches[i].dropped, dropped = true, true
+		b := &m.batches[i]
+		if remote && b.loc.BaseOffset+int64(b.loc.RecordCount) > next {
+			break
 		}
+		if !b.dropped && b.loc.RaftIndex <= raftIndex {
+			b.dropped, dropped = true, true
+		}
+	}
+	if remote {
+		m.seeded = m.seeded || dropped && len(m.indexed()) == 0
+		return
 	}
 	if dropped {
 		start := m.next
@@ -150,9 +160,13 @@ func (m *model) compacted(raftIndex uint64) {
 	}
 }
 
-// locate is Locate by linear scan.
-func (m *model) locate(offset int64, maxBatches int) ([]BatchLocation, bool) {
+// locate is Locate by linear scan; remote says the partition tiers (its
+// offsets below the first indexed batch are remote, refused).
+func (m *model) locate(offset int64, maxBatches int, remote bool) ([]BatchLocation, bool) {
 	if offset < m.logStart || offset > m.next {
+		return nil, false
+	}
+	if idx := m.indexed(); remote && offset < m.next && (len(idx) == 0 || offset < idx[0].BaseOffset) {
 		return nil, false
 	}
 	var out []BatchLocation
@@ -344,8 +358,9 @@ func (s *machine) stepEmpty(t *rapid.T) {
 // stepCompacted tells the partition raft compacted to a drawn applied index.
 func (s *machine) stepCompacted(t *rapid.T) {
 	index := rapid.Uint64Range(0, s.m.applied).Draw(t, "raftIndex")
+	m := s.p.Tier()
 	s.p.Compacted(index)
-	s.m.compacted(index)
+	s.m.compacted(index, m.Active(), m.Next())
 }
 
 // stepSnapshotRestore replaces the partition with its restored snapshot.
@@ -369,11 +384,11 @@ func (s *machine) stepLocate(t *rapid.T) {
 	offset := rapid.Int64Range(s.m.logStart-2, s.m.next+2).Draw(t, "offset")
 	maxBatches := rapid.IntRange(0, 3).Draw(t, "maxBatches")
 	got, err := s.p.Locate(offset, maxBatches)
-	want, ok := s.m.locate(offset, maxBatches)
+	want, ok := s.m.locate(offset, maxBatches, s.p.Tier().Active())
 	if ok != (err == nil) || (ok && fmt.Sprint(got) != fmt.Sprint(want)) {
 		t.Fatalf("Locate(%d, %d) = %v, %v; model %v, %v", offset, maxBatches, got, err, want, ok)
 	}
-	if !ok && !errors.Is(err, ErrOffsetOutOfRange) {
+	if !ok && !errors.Is(err, ErrOffsetOutOfRange) && !errors.Is(err, ErrOffsetRemote) {
 		t.Fatalf("Locate error %v", err)
 	}
 }
@@ -381,7 +396,21 @@ func (s *machine) stepLocate(t *rapid.T) {
 // stepOffsetForTimestamp compares OffsetForTimestamp with the model's linear scan.
 func (s *machine) stepOffsetForTimestamp(t *rapid.T) {
 	ts := rapid.Int64Range(-10, 1010).Draw(t, "ts")
-	if got, want := s.p.OffsetForTimestamp(ts), s.m.offsetForTimestamp(ts); got != want {
+	want := s.m.offsetForTimestamp(ts)
+	if m, idx := s.p.Tier(), s.m.indexed(); m.Active() && (len(idx) == 0 && s.m.next > s.m.logStart || len(idx) > 0 && idx[0].BaseOffset > s.m.logStart) {
+		// Below the local start the remote segments answer: the first
+		// whose newest record is at or after ts.
+		for _, seg := range m.Segments() {
+			if len(idx) > 0 && seg.Base >= idx[0].BaseOffset || len(idx) == 0 && seg.Base >= s.m.next {
+				break
+			}
+			if seg.MaxTimeMs >= ts {
+				want = max(seg.Base, m.Start(), s.m.logStart)
+				break
+			}
+		}
+	}
+	if got := s.p.OffsetForTimestamp(ts); got != want {
 		t.Fatalf("OffsetForTimestamp(%d) = %d, model %d", ts, got, want)
 	}
 }

@@ -27,6 +27,10 @@ var (
 	// ErrOffsetOutOfRange: an offset before the log start or past the
 	// high-water mark.
 	ErrOffsetOutOfRange = errors.New("engine: offset out of range")
+	// ErrOffsetRemote: an offset at or past the log start of a tiered
+	// partition that this replica no longer holds locally (LocalStart):
+	// its records are read from the bucket (the node's remote reads).
+	ErrOffsetRemote = errors.New("engine: offset held remotely")
 	// ErrInvalidSnapshot: RestorePartition was given bytes that do not
 	// decode, an unknown version, or a state that breaks an invariant.
 	ErrInvalidSnapshot = errors.New("engine: invalid snapshot")
@@ -102,9 +106,10 @@ type Partition struct {
 	// every change.
 	indexSum, producerSum uint64
 	// coveredSum and covered are the sum and count of the indexed batches
-	// wholly below the compaction record's CleanedTo (compaction.go): a
-	// replica may drop them from its raft log, and so from its index, at
-	// its own pace (RaftTrimBound), so the digest leaves them out.
+	// wholly below coverEnd: the compaction record's CleanedTo
+	// (compaction.go) or the end of the remote log (tiering.go). A replica
+	// may drop them from its raft log, and so from its index, at its own
+	// pace (RaftTrimBound), so the digest leaves them out.
 	coveredSum uint64
 	covered    int
 	// Transactions (transactions.go): each producer's transactional
@@ -173,7 +178,9 @@ func (p *Partition) apply(index uint64, data []byte) Result {
 		return p.applyProduce(index, &e)
 	case strandpb.EntryKind_ENTRY_KIND_TRIM:
 		p.trim(e.TrimOffset, e.AppendTimeMs)
-		return Result{TierDropped: p.tier.Trim(min(e.TrimOffset, p.nextOffset))}
+		dropped := p.tier.Trim(min(e.TrimOffset, p.nextOffset))
+		p.extendCovered()
+		return Result{TierDropped: dropped}
 	case strandpb.EntryKind_ENTRY_KIND_TXN_BEGIN:
 		return p.applyTxnBegin(&e)
 	case strandpb.EntryKind_ENTRY_KIND_TXN_MARKER:
@@ -316,10 +323,11 @@ func (p *Partition) evictProducers(offset, nowMs int64) {
 // drop removes the first n indexed batches, compacting the slice when the
 // dropped prefix is at least half of it.
 func (p *Partition) drop(n int) {
+	end := p.coverEnd()
 	for i := p.head; i < p.head+n; i++ {
 		h := batchDigest(&p.batches[i])
 		p.indexSum -= h
-		if p.batches[i].endOffset() <= p.compaction.CleanedTo {
+		if p.batches[i].endOffset() <= end {
 			p.coveredSum -= h
 			p.covered--
 		}
@@ -345,21 +353,22 @@ func (p *Partition) drop(n int) {
 
 // Compacted tells the partition that the raft log no longer holds entries at
 // or below raftIndex: their batches leave the index and the log start offset
-// moves past them. On a partition with a compaction decision only the
-// batches wholly below the record's CleanedTo go (the compacted prefixes
-// hold them) and the log start stays. It is local to a replica (retention agreed through TRIM
+// moves past them. On a partition with a compaction decision or remote
+// segments only the covered batches go (coverEnd: the compacted prefixes
+// or the bucket hold them) and the log start stays, so the index starts
+// above it. It is local to a replica (retention agreed through TRIM
 // entries never depends on it). raftIndex must not exceed the applied index.
 func (p *Partition) Compacted(raftIndex uint64) {
-	p.compacted(raftIndex, p.compaction.Decision.Generation != 0)
+	p.compacted(raftIndex, p.compaction.Decision.Generation != 0 || p.tier.Active())
 }
 
-// CompactedTopicTrim is Compacted for a partition of a compacted topic
-// whatever its record holds (a raft snapshot's state at an index before
-// the first COMPACT): only the batches the record covers go (none
-// without a record) and the log start stays.
+// CompactedTopicTrim is Compacted for a partition of a compacted or a
+// tiered topic whatever its state holds (a raft snapshot's state at an
+// index before the first COMPACT or TIER_ADD): only the covered batches go
+// (none while nothing covers any) and the log start stays.
 func (p *Partition) CompactedTopicTrim(raftIndex uint64) { p.compacted(raftIndex, true) }
 
-// compacted is Compacted; compacting says the topic compacts.
+// compacted is Compacted; compacting says the topic compacts or tiers.
 func (p *Partition) compacted(raftIndex uint64, compacting bool) {
 	if raftIndex > p.appliedIndex {
 		panic(fmt.Sprintf("engine: compacted to %d beyond applied index %d", raftIndex, p.appliedIndex))
@@ -381,9 +390,9 @@ func (p *Partition) compacted(raftIndex uint64, compacting bool) {
 	}
 	p.drop(n)
 	if compacting {
-		// A compacted topic: the raft log was trimmed below the record's
-		// CleanedTo only (RaftTrimBound), whose records the compacted
-		// prefixes hold; the log start stays.
+		// A compacted or tiered topic: the raft log was trimmed below
+		// coverEnd only (RaftTrimBound), whose records the compacted
+		// prefixes or the bucket hold; the log start stays.
 		return
 	}
 	start := p.nextOffset
@@ -406,7 +415,9 @@ func (p *Partition) CompactableIndex() uint64 {
 // Locate returns the batches holding offset and the ones after it, at most
 // maxBatches of them (at least one), found in O(log n). It fails with
 // ErrOffsetOutOfRange for an offset below the log start or above the
-// high-water mark; at the high-water mark it returns no batches and no error.
+// high-water mark, and with ErrOffsetRemote for one of a tiered partition
+// below its local start; at the high-water mark it returns no batches and
+// no error.
 func (p *Partition) Locate(offset int64, maxBatches int) ([]BatchLocation, error) {
 	return p.AppendLocations(nil, offset, maxBatches)
 }
@@ -420,6 +431,9 @@ func (p *Partition) AppendLocations(dst []BatchLocation, offset int64, maxBatche
 	}
 	if offset == p.nextOffset {
 		return dst, nil
+	}
+	if p.tier.Active() && offset < p.LocalStart() {
+		return dst, fmt.Errorf("%w: offset %d, local start %d", ErrOffsetRemote, offset, p.LocalStart())
 	}
 	live := p.batches[p.head:]
 	i := sort.Search(len(live), func(i int) bool { return live[i].endOffset() > offset })
@@ -442,8 +456,16 @@ func (p *Partition) AppendPassLocations(dst []BatchLocation, offset int64, maxBa
 // whose MaxTimestampMs (a running maximum) is at or after timestampMs, but
 // never below the log start; the high-water mark when there is none. With
 // non-decreasing producer timestamps that is the first batch holding a
-// record at or after timestampMs, as Kafka's ListOffsets answers.
+// record at or after timestampMs, as Kafka's ListOffsets answers. Below a
+// tiered partition's local start the remote segments answer, at segment
+// granularity (the first segment whose newest record is at or after
+// timestampMs: its base, at or before the exact answer).
 func (p *Partition) OffsetForTimestamp(timestampMs int64) int64 {
+	if local := p.LocalStart(); p.tier.Active() && local > p.logStartOffset {
+		if off, ok := p.tier.OffsetForTimestamp(timestampMs, local); ok {
+			return max(off, p.logStartOffset)
+		}
+	}
 	live := p.batches[p.head:]
 	i := sort.Search(len(live), func(i int) bool { return live[i].MaxTimestampMs >= timestampMs })
 	if i == len(live) {

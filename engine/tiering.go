@@ -16,6 +16,23 @@ import (
 // until a TIER_ADD applied): a copy, sharing no memory with the partition.
 func (p *Partition) Tier() tier.Manifest { return p.tier.Clone() }
 
+// TierActive reports whether a segment was ever uploaded (the manifest is
+// active), without copying the manifest.
+func (p *Partition) TierActive() bool { return p.tier.Active() }
+
+// TierLocate answers the remote segment holding offset (tier.Manifest's
+// Locate), without copying the manifest.
+func (p *Partition) TierLocate(offset int64) (tier.Segment, bool) { return p.tier.Locate(offset) }
+
+// TierNext is the end of the remote log (tier.Manifest's Next; 0 while
+// inactive).
+func (p *Partition) TierNext() int64 {
+	if !p.tier.Active() {
+		return 0
+	}
+	return p.tier.Next()
+}
+
 // EncodeTierAddEntry appends the Data of a TIER_ADD entry to dst: the
 // leader uploaded seg.
 func EncodeTierAddEntry(dst []byte, appendTimeMs int64, proposalID uint64, seg tier.Segment) []byte {
@@ -46,7 +63,46 @@ func (p *Partition) applyTierAdd(e *EntryFields) Result {
 	if err != nil {
 		return Result{Err: fmt.Errorf("%w: %w", ErrInvalidEntry, err)}
 	}
+	p.extendCovered()
 	return Result{Tier: out}
+}
+
+// coverEnd is the offset below which indexed batches are covered: held
+// somewhere besides the raft log, so that each replica drops them from its
+// raft log, and its index, at its own pace (Compacted). That is the
+// compaction record's CleanedTo, or, once a segment was uploaded, the end
+// of the remote log too (a topic does not both compact and tier:
+// engine/metadata refuses it).
+func (p *Partition) coverEnd() int64 {
+	if p.tier.Active() {
+		return max(p.compaction.CleanedTo, p.tier.Next())
+	}
+	return p.compaction.CleanedTo
+}
+
+// extendCovered counts into covered the indexed batches coverEnd now
+// covers (it only grows: CleanedTo and the manifest's Next never move
+// back).
+func (p *Partition) extendCovered() {
+	end := p.coverEnd()
+	live := p.batches[p.head+p.covered:]
+	for i := 0; i < len(live) && live[i].endOffset() <= end; i++ {
+		p.coveredSum += batchDigest(&live[i])
+		p.covered++
+	}
+}
+
+// LocalStart is the first offset the offset index holds (the high-water
+// mark when it holds none): the log start, but on a tiered partition whose
+// raft log dropped covered batches (local retention) the first offset
+// still held locally, the ones below it being remote, and on a compacted
+// topic it may lie below the log start (trim). Reads at or past the log
+// start and below it are remote reads (the node's tier reads).
+func (p *Partition) LocalStart() int64 {
+	if p.head == len(p.batches) {
+		return p.nextOffset
+	}
+	return p.batches[p.head].BaseOffset
 }
 
 // tierToProto records an active manifest in the snapshot.

@@ -107,3 +107,43 @@ func TestTierSnapshotRefusesBrokenManifest(t *testing.T) {
 		t.Fatalf("restore of a manifest with a gap: %v", err)
 	}
 }
+
+// TestTierCompactedKeepsLogStart: on a tiered partition a raft-log
+// compaction (local retention) drops only the batches the remote log
+// covers and leaves the replicated log start where it was; offsets below
+// the local start are ErrOffsetRemote, and the digest stays that of a
+// replica that dropped nothing.
+func TestTierCompactedKeepsLogStart(t *testing.T) {
+	p := fuzzBase(t) // batches [0,3) [3,5) [5,6) at raft 1-3, TRIM to 1 at 4, [6,8) at 5
+	applyNext(p, EncodeTierAddEntry(nil, 20, 0, tierSeg(1, 6, 1)))
+	q, err := RestorePartition(p.Snapshot()) // a replica that keeps its raft log
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Compacted(p.AppliedIndex()) // everything: only what is remote goes
+	mustCheck(t, p)
+	if p.LogStartOffset() != 1 || p.LocalStart() != 6 {
+		t.Fatalf("log start %d, local start %d; want 1 and 6", p.LogStartOffset(), p.LocalStart())
+	}
+	if _, err := p.Locate(2, 1); !errors.Is(err, ErrOffsetRemote) {
+		t.Fatalf("Locate(2) below the local start: %v, want ErrOffsetRemote", err)
+	}
+	if locs, err := p.Locate(6, 1); err != nil || len(locs) != 1 || locs[0].BaseOffset != 6 {
+		t.Fatalf("Locate(6): %v %v", locs, err)
+	}
+	if p.Digest() != q.Digest() {
+		t.Fatalf("digest %016x after local retention, %016x without", p.Digest(), q.Digest())
+	}
+	for _, r := range []*Partition{p, q} {
+		applyNext(r, EncodeProduceEntry(nil, 30, 0, NoProducer, batchOf(t, 2, 600)))
+		applyNext(r, EncodeTierAddEntry(nil, 31, 0, tierSeg(6, 8, 1)))
+		mustCheck(t, r)
+	}
+	if p.Digest() != q.Digest() {
+		t.Fatalf("digests differ after the next upload: %016x, %016x", p.Digest(), q.Digest())
+	}
+	sameAfterRestore(t, p)
+	if got := p.OffsetForTimestamp(-1); got != 1 {
+		t.Fatalf("OffsetForTimestamp(-1) = %d, want the log start 1 (remote)", got)
+	}
+}

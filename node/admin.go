@@ -110,6 +110,16 @@ func (c *Core) offsetForTimestamp(g *group, timestampMs int64) (int64, int64, er
 	if from >= hwm {
 		return hwm, -1, nil
 	}
+	if c.remoteBelow(g, from) {
+		// tier_read.go: below the raft log of a tiered partition the
+		// manifest answered at segment granularity (every record before
+		// the segment is older), unscanned, as when the scan's bounds run
+		// out; below it and not remote, another replica may answer.
+		if _, ok := g.part.TierLocate(from); !ok {
+			return -1, -1, fmt.Errorf("%w: offset %d is below this replica's raft log and not remote", ErrReplicaRecovering, from)
+		}
+		return from, -1, nil
+	}
 	locs, err := g.part.Locate(from, timestampScanBatchesMax)
 	if err != nil {
 		return -1, -1, fmt.Errorf("%w: %w", ErrOffsetOutOfRange, err)

@@ -27,11 +27,14 @@ import (
 type Bugs struct {
 	// TierUploadShifted and TierDeleteOnPropose: tier_bugs_simbugs.go.
 	TierUploadShifted, TierDeleteOnPropose bool
-	AckBeforeCommit                        bool // complete acks=all produces when proposed, not applied
-	SkipFsync                              bool // tell raft entries are stable without syncing
-	FetchBeyondHighMark                    bool // serve entries past the commit index
-	ReapplyAfterRestart                    bool // re-apply committed entries after restart without dedup
-	LocalRead                              bool // serve a fetch from the leader's applied state, no read index
+	// TierLocalEarly and TierRemoteOffByOne: tier_bugs_simbugs.go,
+	// tier_read.go.
+	TierLocalEarly, TierRemoteOffByOne bool
+	AckBeforeCommit                    bool // complete acks=all produces when proposed, not applied
+	SkipFsync                          bool // tell raft entries are stable without syncing
+	FetchBeyondHighMark                bool // serve entries past the commit index
+	ReapplyAfterRestart                bool // re-apply committed entries after restart without dedup
+	LocalRead                          bool // serve a fetch from the leader's applied state, no read index
 	// RestoreForgetsProducers restores a partition's checkpoint without its
 	// idempotent-producer table.
 	RestoreForgetsProducers bool

@@ -153,9 +153,10 @@ type Config struct {
 	ObjectStore objstore.Store
 	// TieredStorageUnfinished lets a create or alter through this node
 	// set remote.storage.enable=true although tiered storage is
-	// unfinished (issue 27: uploads and deletion are built, local
-	// retention and remote reads are not; engine/tier's "Next: node
-	// integration"), for the simulator and tests of the parts built. Off,
+	// unfinished (issue 27: uploads, deletion, local retention and
+	// remote reads are built, recovery and the figures are not;
+	// engine/tier's "Next: node integration"), for the simulator and
+	// tests of the parts built. Off,
 	// such a request is refused as not enforced yet.
 	TieredStorageUnfinished bool
 	// PrefixChunkBytes bounds the batches of one chunk a replica sends a
@@ -526,8 +527,11 @@ type Core struct {
 	syncsInFlight map[uint64]syncJob
 	// coldReads are the fetches whose log read runs as a job, in start
 	// order; coldWaiting those queued for a slot (fetch_cold.go).
-	coldReads     []*coldRead
-	coldWaiting   []*coldRead
+	coldReads   []*coldRead
+	coldWaiting []*coldRead
+	// tierIndexes caches remote objects' indexes, least recently used
+	// first (tier_read.go).
+	tierIndexes   []tierIndex
 	nextSyncToken uint64
 	walState      // wal.go
 	// replicaGuards cancel the checkpoint and snapshot jobs of a replica

@@ -204,6 +204,20 @@ func (c *Core) readNow(g *group, req FetchRequest, cold *coldRead) FetchResult {
 			res.Batches, res.forgotten, res.through, budget, offset = batches, rd.forgotten, rd.to, left, s.End()
 		}
 	}
+	if offset < hwm && c.remoteBelow(g, offset) {
+		// tier_read.go: below the raft log of a tiered partition, the
+		// bucket serves (one object per fetch).
+		if len(res.Batches) > 0 {
+			return res
+		}
+		batches, through, err := c.readRemote(g, cold, offset, budget, req.Markers)
+		if err != nil {
+			res.Err = err
+			return res
+		}
+		res.Batches, res.through = batches, through
+		return res
+	}
 	if offset < hwm && c.trimmedBelow(g, offset) {
 		// compaction_fetch.go: neither this replica's prefix nor its raft
 		// log holds offset (a raft snapshot past its prefix; it installs

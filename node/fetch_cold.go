@@ -81,6 +81,9 @@ type coldRead struct {
 	pre   []*raftpb.Entry
 	tries int
 	token uint64 // the job in flight (0: none)
+	// remote is the fetch's remote read (tier_read.go), when its job is
+	// one.
+	remote *tierRead
 }
 
 // readAsync serves req from g's applied state like read, running a log
@@ -135,6 +138,10 @@ func (c *Core) coldEntries(g *group, f *coldRead, lo, hi, limit uint64) ([]*raft
 // finishColdRead ends f's read job: it serves f again with the entries
 // read (see above), and starts the cold reads waiting for a slot.
 func (c *Core) finishColdRead(f *coldRead) {
+	if f.remote != nil && f.read == nil {
+		c.finishTierRead(f) // tier_read.go
+		return
+	}
 	c.dropColdRead(f)
 	defer c.startWaitingColdReads()
 	g := f.g

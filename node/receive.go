@@ -66,7 +66,10 @@ type Stats struct {
 	// deleted, TierOrphans those an orphan sweep named, TierStale ADDs of
 	// ours found stale, TierFailures tier jobs failed (tier.go).
 	TierUploads, TierDeletes, TierOrphans, TierStale, TierFailures int
-	Compactions                                                    uint64 // raft log compactions behind a snapshot
+	// TierReads counts the remote read jobs started, TierReadErrors the
+	// ones that failed (tier_read.go).
+	TierReads, TierReadErrors int
+	Compactions               uint64 // raft log compactions behind a snapshot
 	// CompactionPasses counts this node's compaction passes made current
 	// (compaction_replica.go); CompactionsDiverged the COMPACT_DONE
 	// entries applied with another outcome than the one recorded.

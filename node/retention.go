@@ -292,6 +292,24 @@ func (c *Core) retentionOffset(g *group, nowMs int64) int64 {
 		}
 		floor = offset
 	}
+	if g.part.TierActive() {
+		// A tiered partition: its oldest records are remote, weighed
+		// first (remoteRetention, tier.go); the raft segments whose
+		// records are all remote too are weighed as remote.
+		covered := g.part.RaftTrimBound(g.part.TierNext())
+		for len(segs) > 1 && segs[0].Last <= covered {
+			segs = segs[1:]
+		}
+		var raftBytes int64
+		for _, s := range segs {
+			raftBytes += s.Bytes
+		}
+		offset, stop := remoteRetention(g.part.Tier(), cfg, nowMs, raftBytes)
+		if stop {
+			return offset
+		}
+		floor = max(floor, offset)
+	}
 	var total int64
 	for _, s := range segs {
 		total += s.Bytes

@@ -87,6 +87,7 @@ func (c *Core) maybeCompact(g *group) {
 		// prefixes hold.
 		limit = min(bound, g.part.RaftTrimBound(c.heldQuorumEnd(g)), g.appliedRaft)
 	}
+	limit = max(limit, c.tierLocalLimit(g)) // tier.go: local retention of what is remote
 	limit = c.bugCompactLimit(g, limit)
 	target := g.log.CompactionPoint(limit)
 	if target == 0 {
@@ -143,8 +144,10 @@ func (c *Core) compactStep(g *group) {
 	if g.pipe.syncing != 0 {
 		return // the log is not written while its sync runs (pipeline.go): next tick
 	}
-	if g.part.Compaction().Decision.Generation != 0 {
-		k.part.CompactedTopicTrim(k.target) // the state at the target may predate the first COMPACT
+	if g.part.Compaction().Decision.Generation != 0 || g.part.TierActive() || c.tiered(g) {
+		// The state at the target may predate the first COMPACT or
+		// TIER_ADD: only what it covers goes, the log start stays.
+		k.part.CompactedTopicTrim(k.target)
 	} else {
 		k.part.Compacted(k.target)
 	}

@@ -20,10 +20,12 @@ import (
 )
 
 // Tiered storage, the node's part (issue 27; engine/tier's "Next: node
-// integration", steps 1-3). Built: the topic settings and their gate,
-// uploads, and deletion from the bucket. Not built: local retention (the
-// raft log still keeps everything retention.* keeps) and remote reads, so
-// remote.storage.enable=true is refused unless Config.TieredStorageUnfinished.
+// integration", steps 1-5). Built: the topic settings and their gate,
+// uploads, deletion from the bucket, local retention (tierLocalLimit, with
+// total retention over the remote segments, remoteRetention) and remote
+// reads (tier_read.go). Not built: the checks of step 6 in full, recovery
+// from the bucket and the visible figures, so remote.storage.enable=true
+// is refused unless Config.TieredStorageUnfinished.
 //
 // Uploads, on the leader of a tiered partition, at each retention check
 // (tierCheck), one job at a time per partition:
@@ -71,7 +73,7 @@ const (
 )
 
 // errTierStore says the node has no object store for a tiered topic.
-var errTierStore = errors.New("no object store configured on this node (tiered storage is unfinished: no flag configures a store yet); leave remote.storage.enable unset")
+var errTierStore = errors.New("no object store configured on this node (strand serve --tier-dir, or --s3-endpoint and --s3-bucket); leave remote.storage.enable unset")
 
 // tierState is a replica's tiered-storage bookkeeping; only its leader
 // uses it.
@@ -132,7 +134,7 @@ func (c *Core) gateTiering(sets []metadata.ConfigEntry) error {
 			return fmt.Errorf("%w: %s=true: %w", metadata.ErrInvalidConfig, e.Name, errTierStore)
 		}
 		if !c.cfg.TieredStorageUnfinished {
-			return fmt.Errorf("%w: %s=true is not enforced yet (local retention and remote reads are not built); leave it unset",
+			return fmt.Errorf("%w: %s=true is not enforced yet (tiered storage is unfinished: no recovery from the bucket, no figures of it); leave it unset",
 				metadata.ErrInvalidConfig, e.Name)
 		}
 	}
@@ -433,3 +435,71 @@ func (c *Core) tierApplied(g *group, data []byte, res engine.Result) {
 
 // crc32c is the CRC32C of b (a segment's CRC).
 func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// tierLocalLimit is local retention (step 4 of engine/tier's "Next"): on
+// a tiered partition, the highest raft index g's raft log may drop, 0 for
+// none. Oldest first, every sealed, applied raft segment whose records
+// the remote log holds (RaftTrimBound of the manifest's Next: never one
+// holding a record no applied TIER_ADD covers) and that
+// local.retention.ms (by its newest record) or local.retention.bytes (the
+// raft log still holding them without it) lets go. The engine then drops
+// the covered batches from its index and keeps the log start (Compacted):
+// the records below the local start are read from the bucket.
+func (c *Core) tierLocalLimit(g *group) uint64 {
+	if !g.ret.configKnown || !g.part.TierActive() || !c.tiered(g) {
+		return 0
+	}
+	ms, size := g.ret.config.LocalRetention()
+	if ms < 0 && size < 0 {
+		return 0
+	}
+	bound := min(g.part.RaftTrimBound(g.part.TierNext()), g.appliedRaft)
+	bound = c.bugTierLocalBound(g, bound) // planted-bug hook (-tags simbugs)
+	g.ret.segs = g.log.Segments(g.ret.segs[:0])
+	segs := g.ret.segs
+	var total int64
+	for _, s := range segs {
+		total += s.Bytes
+	}
+	now := c.cfg.Clock.Realtime().UnixMilli()
+	limit := uint64(0)
+	for k := 0; k < len(segs)-1 && segs[k].Last <= bound; k++ {
+		s := segs[k]
+		expired := false
+		if ms >= 0 {
+			newest, ok := g.part.LastBatchThrough(s.Last)
+			expired = !ok || newest.MaxTimestampMs < now-ms
+		}
+		oversize := size >= 0 && total-s.Bytes >= size
+		if !expired && !oversize {
+			break
+		}
+		total -= s.Bytes
+		limit = s.Last
+	}
+	return limit
+}
+
+// remoteRetention is total retention over a tiered partition's remote
+// segments (retention.ms by each segment's newest record, retention.bytes
+// over the remote bytes and raftBytes, the raft segments not wholly
+// remote), oldest first, like prefixRetention over a compacted prefix: the
+// log start at the end of the last segment that goes, and stop when one
+// is kept (the younger raft segments are not weighed then). When every
+// remote segment may go it answers their end and false, and the raft
+// segments are weighed next. A TRIM to it takes the segments out of the
+// manifest (Result.TierDropped), whose objects the leader deletes.
+func remoteRetention(m tier.Manifest, cfg metadata.TopicConfig, nowMs, raftBytes int64) (int64, bool) {
+	total := raftBytes + m.Bytes()
+	cut := int64(0)
+	for _, s := range m.Segments() {
+		expired := cfg.RetentionMs >= 0 && s.MaxTimeMs < nowMs-cfg.RetentionMs
+		oversize := cfg.RetentionBytes >= 0 && total-s.Bytes >= cfg.RetentionBytes
+		if !expired && !oversize {
+			return cut, true
+		}
+		total -= s.Bytes
+		cut = s.End
+	}
+	return max(cut, m.Next()), false
+}

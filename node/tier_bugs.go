@@ -9,4 +9,6 @@ import "github.com/strandlog/strand/engine"
 func (c *Core) bugTierLocations(_ *group, locs []engine.BatchLocation) []engine.BatchLocation {
 	return locs
 }
-func (c *Core) bugTierDeleteOnPropose(*group, string) {}
+func (c *Core) bugTierDeleteOnPropose(*group, string)           {}
+func (c *Core) bugTierLocalBound(_ *group, bound uint64) uint64 { return bound }
+func (c *Core) bugTierRemoteOffByOne() bool                     { return false }

@@ -29,3 +29,18 @@ func (c *Core) bugTierDeleteOnPropose(g *group, key string) {
 		g.tier.deletes = append(g.tier.deletes, key)
 	}
 }
+
+// bugTierLocalBound (TierLocalEarly) lets local retention drop raft
+// segments whose records no applied TIER_ADD covers yet: the bound is the
+// applied index instead of the remote log's end, so a local segment goes
+// before it is uploaded.
+func (c *Core) bugTierLocalBound(g *group, bound uint64) uint64 {
+	if c.cfg.Bugs.TierLocalEarly {
+		return g.appliedRaft
+	}
+	return bound
+}
+
+// bugTierRemoteOffByOne (TierRemoteOffByOne): a remote read starts at the
+// frame after the one holding the fetch's offset (tier_read.go).
+func (c *Core) bugTierRemoteOffByOne() bool { return c.cfg.Bugs.TierRemoteOffByOne }

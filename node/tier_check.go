@@ -11,15 +11,14 @@ import (
 )
 
 // TierManifest answers tp's manifest of remote segments on this replica,
-// the topic id of the replica's incarnation (a replica of a deleted topic
-// may linger on a node that was down) and the raft index it is as of, for
-// checks; false when not hosted.
-func (c *Core) TierManifest(tp TopicPartition) (m tier.Manifest, topicID, applied uint64, ok bool) {
+// the raft index it is as of and the topic id of the replica's
+// incarnation, for checks; false when not hosted.
+func (c *Core) TierManifest(tp TopicPartition) (m tier.Manifest, applied, topicID uint64, ok bool) {
 	g := c.byTP[tp]
 	if g == nil || g.part == nil {
 		return tier.Manifest{}, 0, 0, false
 	}
-	return g.part.Tier(), g.topicID, g.appliedRaft, true
+	return g.part.Tier(), g.appliedRaft, g.topicID, true
 }
 
 // TierPrefix answers tp's object key prefix on this replica.
@@ -29,6 +28,30 @@ func (c *Core) TierPrefix(tp TopicPartition) (string, bool) {
 		return "", false
 	}
 	return tierPrefix(g), true
+}
+
+// VerifyTierLocal checks that tp's replica holds every record from its log
+// start on in one of the tiers: the offsets below the first batch its raft
+// log holds are remote, [Start, Next) of its manifest. A record deleted
+// locally before an applied TIER_ADD covered it fails. For the replicas at
+// the newest applied index (one restored from a raft snapshot holds
+// records below its raft log whose ADDs it has yet to apply).
+func (c *Core) VerifyTierLocal(tp TopicPartition) error {
+	g := c.byTP[tp]
+	if g == nil || g.part == nil {
+		return nil
+	}
+	first, ok := c.firstInRaftLog(g)
+	start := g.part.LogStartOffset()
+	if !ok || first <= start {
+		return nil
+	}
+	m := g.part.Tier()
+	if _, remote := m.Locate(start); !remote || first > m.Next() {
+		return fmt.Errorf("%s/%d: its raft log starts at offset %d, above the log start %d, and the remote log holds [%d, %d) only: deleted locally before it was uploaded",
+			tp.Topic, tp.Partition, first, start, m.Start(), m.Next())
+	}
+	return nil
 }
 
 // VerifyTier checks every segment of tp's manifest on this replica
@@ -75,7 +98,7 @@ func (c *Core) VerifyTier(tp TopicPartition, object func(key string) ([]byte, bo
 // holds at their offsets in memory (its tail cache: those only on disk,
 // below its log start or behind its raft snapshot are not compared).
 func (c *Core) compareTierBatches(g *group, batches []tier.Batch) (int, error) {
-	from := max(batches[0].BaseOffset, g.part.LogStartOffset())
+	from := max(batches[0].BaseOffset, g.part.LogStartOffset(), g.part.LocalStart())
 	locs, err := g.part.AppendLocations(nil, from, len(batches))
 	if err != nil {
 		return 0, nil // nothing held there any more

@@ -57,7 +57,7 @@ var CompactBugNames = []string{"CompactKeepsOlder", "TombstoneEarly", "CompactDr
 
 // TierBugNames are tiered storage's planted bugs (node/tier.go): they
 // need the seeds that draw Options.Tiered.
-var TierBugNames = []string{"TierUploadShifted", "TierDeleteOnPropose"}
+var TierBugNames = []string{"TierUploadShifted", "TierDeleteOnPropose", "TierLocalEarly", "TierRemoteOffByOne"}
 
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
@@ -172,5 +172,9 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.TierUploadShifted = true
 	case "TierDeleteOnPropose": // needs Options.Tiered
 		cfg.Bugs.TierDeleteOnPropose = true
+	case "TierLocalEarly": // needs Options.Tiered
+		cfg.Bugs.TierLocalEarly = true
+	case "TierRemoteOffByOne": // needs Options.Tiered
+		cfg.Bugs.TierRemoteOffByOne = true
 	}
 }

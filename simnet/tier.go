@@ -17,8 +17,12 @@ import (
 // is synchronous inside the node's storage job, so a seed replays bit for
 // bit. Choose draws Options.Tiered into a third of the seeds (its own
 // stream: no other draw moves); those create the scenario's topics with
-// remote.storage.enable=true, and their small segments (SegmentBytesMax,
-// segment.ms) seal, upload and age out within the run.
+// remote.storage.enable=true and a local retention (a third of
+// retention.ms and retention.bytes, or two segments when the total is
+// unbounded: wire_client.go's retentionConfigs), and their small segments
+// (SegmentBytesMax, segment.ms) seal, upload, leave the local disk and age
+// out within the run; the readers' random offsets from 0 are then mostly
+// remote reads, which their checks judge as any read.
 //
 // Checked every tierCheckEvery of virtual time and at the end of each seed
 // (checkTier): for each scenario partition, the live replicas whose
@@ -27,7 +31,10 @@ import (
 // must find every listed
 // segment's object in the bucket, of its size and CRC, decoding to batches
 // that cover the segment and equal, field for field and byte for byte, the
-// batches their own log holds at those offsets (node.Core.VerifyTier).
+// batches their own log holds at those offsets (node.Core.VerifyTier), and
+// must hold every record from the log start on in one tier or the other:
+// nothing below the first batch of their raft log the remote log does not
+// hold (node.Core.VerifyTierLocal).
 // Replicas' manifests at equal applied index are compared by the digest
 // checks (engine's digest folds the manifest in).
 
@@ -66,25 +73,26 @@ func newBucket(o Options) *memstore.Store {
 // tierCheckEvery is the virtual time between two checks in a run.
 const tierCheckEvery = 500 * time.Millisecond
 
-// tierApply is a partition's newest applied index and its topic id.
-type tierApply struct{ topicID, index uint64 }
+// tierIncarnation is a scenario partition under one topic id.
+type tierIncarnation struct {
+	tp      node.TopicPartition
+	topicID uint64
+}
 
-// tierApplied notes that a replica of tp (topic id topicID) applied
-// index. Topic ids only grow: a replica of an older incarnation of tp (a
-// deleted topic, on a node that was down) changes nothing. Before, its
-// applies made it the newest, and the check then read a manifest its
-// deleted incarnation's leader had trimmed since (seed 19).
+// tierApplied notes that a replica of tp (topic id topicID) applied index.
+// It is kept per topic id: a lagging replica of a deleted incarnation
+// applying its entries must not stand for the newest of the live one (seed
+// 30 once checked a replica 5 entries behind the TRIM whose dropped object
+// the leader had deleted).
 func (w *world) tierApplied(tp node.TopicPartition, topicID, index uint64) {
 	if !w.opts.Tiered {
 		return
 	}
 	if w.tierNewest == nil {
-		w.tierNewest = make(map[node.TopicPartition]tierApply)
+		w.tierNewest = make(map[tierIncarnation]uint64)
 	}
-	a := w.tierNewest[tp]
-	if topicID > a.topicID || (topicID == a.topicID && index > a.index) {
-		w.tierNewest[tp] = tierApply{topicID: topicID, index: index}
-	}
+	k := tierIncarnation{tp: tp, topicID: topicID}
+	w.tierNewest[k] = max(w.tierNewest[k], index)
 }
 
 // tierTick runs checkTier every tierCheckEvery of virtual time.
@@ -104,13 +112,12 @@ func (w *world) checkTier(final bool) {
 		return
 	}
 	for _, tp := range groupTopics(w.opts.Partitions) {
-		newest := w.tierNewest[tp]
 		for _, n := range w.nodes {
 			if !n.up || n.core == nil {
 				continue
 			}
-			m, topicID, applied, ok := n.core.TierManifest(tp)
-			if !ok || topicID != newest.topicID || applied != newest.index || !m.Active() {
+			m, applied, topicID, ok := n.core.TierManifest(tp)
+			if !ok || applied != w.tierNewest[tierIncarnation{tp: tp, topicID: topicID}] || !m.Active() {
 				continue
 			}
 			if final {
@@ -119,6 +126,9 @@ func (w *world) checkTier(final bool) {
 			compared, err := n.core.VerifyTier(tp, w.bucket.Bytes)
 			w.coverage.Add("tier/batches-compared", int64(compared))
 			if err != nil {
+				w.fail("tier: node %d: %v", n.id, err)
+			}
+			if err := n.core.VerifyTierLocal(tp); err != nil {
 				w.fail("tier: node %d: %v", n.id, err)
 			}
 		}

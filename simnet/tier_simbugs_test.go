@@ -18,3 +18,21 @@ func TestSimCatchesTierUploadShifted(t *testing.T) {
 func TestSimCatchesTierDeleteOnPropose(t *testing.T) {
 	requireCatches(t, "TierDeleteOnPropose", 8, 14, 5, "tier:", sampleOptions, func(o *Options) { o.StopAtFailure = true })
 }
+
+// The tier check catches local retention dropping raft segments before a
+// TIER_ADD covers them: a replica's raft log starts above the remote log's
+// end (VerifyTierLocal; 17 of the 25 tiered seeds of 1-60, go test -tags
+// simbugs -run TestSimCatchRate -sim.catchrate=60, at 3645b47). Seeds 8-14
+// hold four of them (8, 10, 12, 14).
+func TestSimCatchesTierLocalEarly(t *testing.T) {
+	requireCatches(t, "TierLocalEarly", 8, 14, 4, "tier:", sampleOptions, func(o *Options) { o.StopAtFailure = true })
+}
+
+// The readers' checks catch a remote read that starts one batch after the
+// fetch's offset: a library consumer seeking to 0 handed a later offset
+// (seed 10), the linearizability of the fetches (12), a native reader
+// handed a batch it cannot decode (14). 18 of the 25 tiered seeds of 1-60
+// (at 3645b47); seeds 8-14 hold three of them.
+func TestSimCatchesTierRemoteOffByOne(t *testing.T) {
+	requireCatches(t, "TierRemoteOffByOne", 8, 14, 3, "", sampleOptions, func(o *Options) { o.StopAtFailure = true })
+}

@@ -391,7 +391,17 @@ func retentionConfigs(o Options) []*strandpb.ConfigEntry {
 	add("retention.ms", o.RetentionMs)
 	add("segment.ms", o.SegmentMs)
 	if o.Tiered {
+		// Local retention (tier.go): a third of the total, or two
+		// segments' worth when the total is unbounded.
 		out = append(out, &strandpb.ConfigEntry{Name: "remote.storage.enable", Value: "true"})
+		if o.RetentionMs > 0 {
+			add("local.retention.ms", max(1, o.RetentionMs/3))
+		}
+		local := 2 * o.SegmentBytesMax
+		if o.RetentionBytes > 0 {
+			local = max(1, o.RetentionBytes/3)
+		}
+		add("local.retention.bytes", local)
 	}
 	return out
 }

@@ -44,9 +44,11 @@ type core interface {
 	SecurityState() (version uint64, creds []metadata.Credential, quotas []metadata.Quota)
 	// ClusterID is the cluster id a connection's Hello names (wire.go).
 	ClusterID() metadata.UUID
-	// TierManifest and VerifyTier: the tiered-storage checks (tier.go).
-	TierManifest(tp node.TopicPartition) (m tier.Manifest, topicID, applied uint64, ok bool)
+	// TierManifest, VerifyTier and VerifyTierLocal: the tiered-storage
+	// checks (tier.go).
+	TierManifest(tp node.TopicPartition) (tier.Manifest, uint64, uint64, bool)
 	VerifyTier(tp node.TopicPartition, object func(key string) ([]byte, bool)) (int, error)
+	VerifyTierLocal(tp node.TopicPartition) error
 	// RaftLogHolding: the compacted-records check (prefixheld.go).
 	RaftLogHolding(tp node.TopicPartition) (node.RaftLogHolding, bool)
 }
@@ -144,10 +146,10 @@ type world struct {
 	// bucket is the run's object store, shared by every node and kept
 	// across restarts (tier.go).
 	bucket *memstore.Store
-	// tierNewest is, per scenario partition, the newest raft index any
-	// replica of its latest topic id applied; tierCheckAt the virtual
-	// time of the next check (tier.go).
-	tierNewest  map[node.TopicPartition]tierApply
+	// tierNewest is, per scenario partition and topic id, the newest raft
+	// index any replica applied; tierCheckAt the virtual time of the next
+	// check (tier.go).
+	tierNewest  map[tierIncarnation]uint64
 	tierCheckAt time.Duration
 	opts        Options
 	// skews is every node's clock skew history, in time order
@@ -751,6 +753,8 @@ func (w *world) countRetention(n *simNode) {
 	w.addDelta("event/snapshot-sent", now.SnapshotsSent-last.SnapshotsSent)
 	w.addDelta("event/snapshot-installed", now.SnapshotsInstalled-last.SnapshotsInstalled)
 	w.addDelta("event/prefix-installed", now.PrefixInstalls-last.PrefixInstalls)
+	w.addDelta("tier/remote-reads", uint64(now.TierReads-last.TierReads)) // tier.go
+	w.addDelta("tier/remote-read-errors", uint64(now.TierReadErrors-last.TierReadErrors))
 	if now.RemovalsForced > last.RemovalsForced && w.wire != nil && w.wire.joins != nil {
 		w.wire.joins.forced = true
 		w.coverage.Inc("event/removal-forced")

@@ -46,7 +46,9 @@
 // produce|consume|e2e|cluster (cluster --phases fanout runs produce beside 1, 100 and 1,000 tailing
 // groups read by a bench readers child; --tls; the benches are cmd/strand/internal/bench, this
 // package parses their client flags), version. serve also takes --join, --admin-listen,
-// --tls-*, --sasl-enabled, --authorization, --super-users, --sasl-bootstrap-user, --wal; dev --tls;
+// --tls-*, --sasl-enabled, --authorization, --super-users, --sasl-bootstrap-user, --wal, the
+// tiered storage's object store --tier-dir or --s3-* (tier_flags.go, opened before the node
+// starts); dev --tls;
 // every client command --tls* and --sasl-user/--sasl-password/--sasl-mechanism. Ports: native 9192;
 // strand dev serves Kafka on 9092.. (every Kafka tool's default) and the native protocol on
 // base-port+100 (9192..); --base-port moves both. Rejected: one port sniffing both protocols (both

@@ -172,6 +172,8 @@ func cmdServe(args []string, stderr io.Writer) error {
 	tf.register(fs)
 	var sf securityFlags
 	sf.register(fs)
+	var tierf tierFlags
+	tierf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -180,6 +182,10 @@ func cmdServe(args []string, stderr io.Writer) error {
 		return err
 	}
 	if err := f.check(fs.Args()); err != nil {
+		return err
+	}
+	store, err := tierf.open(context.Background()) // before joining: a wrong store fails with nothing changed
+	if err != nil {
 		return err
 	}
 	logger, err := nf.logger(stderr)
@@ -200,6 +206,7 @@ func cmdServe(args []string, stderr io.Writer) error {
 		return err
 	}
 	core.Join = f.join != ""
+	core.ObjectStore, core.TieredStorageUnfinished = store, tierf.unfinished
 	scfg := server.Config{
 		Core:    core,
 		DataDir: f.dataDir, Listen: f.listen, Tick: nf.tick, Logger: logger, StatsInterval: nf.stats,

@@ -146,7 +146,7 @@ func checkRetentionCommands(t *testing.T, b string) {
 		t.Fatalf("alter of a value not enforced: %+v", o)
 	}
 	runOutcome(t, "", "topic", "alter", "ret", "-c", "remote.storage.enable=true", b).wantFailure(t, 1,
-		"invalid topic config: remote.storage.enable=true: no object store configured on this node (tiered storage is unfinished: no flag configures a store yet); leave remote.storage.enable unset")
+		"invalid topic config: remote.storage.enable=true: no object store configured on this node (strand serve --tier-dir, or --s3-endpoint and --s3-bucket); leave remote.storage.enable unset")
 	if o := runOutcome(t, "a\nb\nc\nd\n", "produce", "ret", "-p", "0", b); o.code != 0 {
 		t.Fatalf("produce: %+v", o)
 	}

@@ -85,12 +85,13 @@
 // and fuzzed (FuzzDecodeFrame, FuzzDecodeIndex): a truncated or altered
 // object is ErrCorrupt naming what is wrong, never a panic or a wrong batch.
 //
-// # Next: node integration (steps 1-3 built, gated)
+// # Next: node integration (steps 1-5 built, gated)
 //
 // In the order to build them, each in the simulator from its first commit (the simulator keeps
-// one objstore/memstore bucket across node restarts, its faults drawn from the seed). Steps 1-3
-// are built (node/tier.go, simnet/tier.go) behind node.Config.TieredStorageUnfinished: without
-// it remote.storage.enable=true is refused, since local retention and remote reads are not.
+// one objstore/memstore bucket across node restarts, its faults drawn from the seed). Steps 1-5
+// are built (node/tier.go, node/tier_read.go, simnet/tier.go) behind
+// node.Config.TieredStorageUnfinished: without it remote.storage.enable=true is refused, since
+// step 6 (and the flags, recovery, the visible figures of issue 27) are not.
 //
 //  1. BUILT: topic settings remote.storage.enable, local.retention.ms, local.retention.bytes
 //     (KIP-405's names and defaults: false, -2, -2; engine/metadata; refused: a local retention
@@ -109,23 +110,39 @@
 //  3. BUILT: deletion: a TRIM's Result.TierDropped and, on a leader that applied an entry of
 //     its term, a periodic List of the partition's prefix deleting what Orphan names (every
 //     600 ticks). Objects of a deleted topic stay in the bucket (nobody sweeps its prefix).
+//  4. BUILT (session 14): the replicated log start and local retention. Once a TIER_ADD
+//     applied, the engine counts the indexed batches below Next as covered (as below a
+//     compaction record's CleanedTo: left out of the digest, each replica drops them at its own
+//     pace), Compacted drops only those and keeps the log start (the index starts above it,
+//     Partition.LocalStart; Locate below it is ErrOffsetRemote). Every replica's retention
+//     check lets its raft log drop the sealed segments wholly below RaftTrimBound(Next) that
+//     local.retention.* lets go (node's tierLocalLimit); a raft snapshot of a tiered partition
+//     keeps its log start and carries the batches not yet covered at its index inline
+//     (CompactedTopicTrim). Total retention weighs the remote segments first
+//     (remoteRetention: retention.ms by a segment's MaxTimeMs, retention.bytes over remote and
+//     not-yet-remote local bytes), so a TRIM to a remote segment's end drops it from the
+//     manifest and its object from the bucket. Planted TierLocalEarly (the local bound ignores
+//     the manifest), caught by simnet's VerifyTierLocal.
+//  5. BUILT (session 14): remote reads: a fetch below the first batch the replica's raft log
+//     holds reads the segment Locate names by ranges (footer, index, frames; an LRU of 32
+//     indexes) in a storage job of the fetch (node/tier_read.go), and answers the bytes,
+//     offsets and producer fields a local read answers; ListOffsets by time answers a remote
+//     segment's base (segment granularity). Planted TierRemoteOffByOne, caught by the readers'
+//     checks. NOT BUILT: a per-connection bound of remote read bytes beyond the fetch budget,
+//     metrics (remote read rate, errors: only Stats counters), reads served by followers.
+//  6. Checks (PARTLY BUILT: simnet's checkTier at the end of each seed and every 500 ms, on
+//     the replicas at the newest applied index: every listed segment's object decodes to the
+//     batches the partition held at those offsets; nothing deleted locally before it is listed
+//     (VerifyTierLocal); a fetch answers the same from either tier through the readers' checks
+//     (linearizability, the library consumers' positions), which read random offsets from 0,
+//     most of them remote in a tiered seed; planted TierUploadShifted, TierDeleteOnPropose,
+//     TierLocalEarly, TierRemoteOffByOne). NOT BUILT: an ADD not replicated as a planted bug;
+//     crashes mid-upload are drawn only as the sample's crashes; recovery from the bucket
+//     (`topic recover`), the flags, the real-process test, the README section.
 //
-// Open after steps 1-3 (session 13): make sim SEEDS=200 had seed 199 fail in the key-value
-// workload's final read (sim-kv, not tiered) with tiering drawn, and pass with it off; not
-// diagnosed. An upload whose local read finds damage is retried with backoff, never repaired
-// (the fetch path's repair finds it); the simulator checks objects against the log's tail cache
-// only (a checker read of the disk would take the node's injected faults).
-//  4. A replicated log start for tiered partitions (Compacted moves the local one) and local
-//     retention: the raft log may drop entries whose records lie in LocalRemote and beyond
-//     local.retention.*, like compaction's RaftTrimBound; the index then starts above the log
-//     start, as on a compacted partition.
-//  5. Remote reads: a fetch below the local index start and at or past the log start reads the
-//     segment Locate names by ranges (footer, index, frames; a bounded cache of indexes) in a
-//     storage job, and answers the same bytes, offsets and errors as a local read.
-//  6. Checks (the first PARTLY BUILT: simnet's checkTier at the end of each seed, on the
-//     replicas at the newest applied index, with planted TierUploadShifted and
-//     TierDeleteOnPropose): every listed segment's object decodes to the batches the partition held at those
-//     offsets (the simulator knows them); nothing deleted locally before it is listed; a fetch
-//     answers the same from either tier; planted bugs (delete before the ADD commits, an ADD
-//     not replicated, a remote read off by one batch).
+// Open: session 13's make sim SEEDS=200 had seed 199 fail in the key-value workload's final read
+// (sim-kv, not tiered) with tiering drawn, and pass with it off; not diagnosed. An upload whose
+// local read finds damage is retried with backoff, never repaired (the
+// fetch path's repair finds it); the simulator checks objects against the log's tail cache only
+// (a checker read of the disk would take the node's injected faults).
 package tier

@@ -151,6 +151,21 @@ func (m Manifest) Locate(offset int64) (Segment, bool) {
 	return m.segs[i], true
 }
 
+// OffsetForTimestamp answers the base of the first segment below local
+// whose newest record is at or after timestampMs, false when none is (the
+// local log answers then).
+func (m Manifest) OffsetForTimestamp(timestampMs, local int64) (int64, bool) {
+	for _, s := range m.segs {
+		if s.Base >= local {
+			break
+		}
+		if s.MaxTimeMs >= timestampMs {
+			return max(s.Base, m.start), true
+		}
+	}
+	return 0, false
+}
+
 // LocalRemote answers the offsets [from, to) whose records are remote: a
 // local segment may be deleted by local retention only when its records
 // all lie in it, or below the partition's log start (which only a
