@@ -39,7 +39,10 @@ import (
 // it) and applies S+1… exactly like the others. Its engine differs from the
 // others' only in the batches below the agreed log start that they still
 // index until they apply the TRIM that the snapshot already reflects; from
-// that TRIM on the states are equal.
+// that TRIM on the states are equal. Until then its state (the TRIM's log
+// start, an older high-water mark) is one the log never had, so no read is
+// served from it: the reads a deposed leader still holds fail at the
+// install (restoreFromSnapshot).
 //
 // Restart: the newest checkpoint at or above the raft snapshot is restored
 // (its index entries below the first retained batch are dropped when the
