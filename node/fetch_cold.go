@@ -34,9 +34,12 @@ import (
 //     bytes read are the ones the log holds there now.
 //
 // The segments a job reads may leave the log meanwhile (retention retires
-// them, an installed snapshot removes them): their files close, the job
-// fails and FinishRead says raft.ErrCompacted, never corruption; the fetch
-// is then served again from scratch (out of range now, or a new job).
+// them): their files close, the job fails and FinishRead says
+// raft.ErrCompacted, never corruption; the fetch is then served again from
+// scratch (out of range now, or a new job). A raft snapshot installed
+// meanwhile (only a deposed leader still has reads) answers the fetch
+// ErrNotLeader whatever its job did: the snapshot's state is one the log
+// never had until a later TRIM applies (restoreFromSnapshot).
 // Damage the job finds (ErrCorrupt) is what it was on the loop: a storage
 // failure (repair or fail-stop, storageFailed). A replica stopped meanwhile
 // answers UNKNOWN_TOPIC_OR_PARTITION, one reopened (a repair, a full
@@ -84,6 +87,9 @@ type coldRead struct {
 	// remote is the fetch's remote read (tier_read.go), when its job is
 	// one.
 	remote *tierRead
+	// replaced: g installed a raft snapshot while f waited (restoreFromSnapshot);
+	// f is answered ErrNotLeader, never served from that state.
+	replaced bool
 }
 
 // readAsync serves req from g's applied state like read, running a log
@@ -95,6 +101,11 @@ func (c *Core) readAsync(g *group, req FetchRequest, done func(FetchResult)) {
 
 // serveCold serves f from g's state now, or leaves it waiting for a job.
 func (c *Core) serveCold(f *coldRead) {
+	if f.replaced {
+		lead, _, _ := f.g.leadership()
+		f.done(FetchResult{Err: ErrNotLeader, HighWatermark: -1, LogStartOffset: -1, Leader: lead})
+		return
+	}
 	res := c.readNow(f.g, f.req, f)
 	if errors.Is(res.Err, errReadPending) {
 		return

@@ -39,7 +39,10 @@ import (
 // it) and applies S+1… exactly like the others. Its engine differs from the
 // others' only in the batches below the agreed log start that they still
 // index until they apply the TRIM that the snapshot already reflects; from
-// that TRIM on the states are equal.
+// that TRIM on the states are equal. Until then its state (the TRIM's log
+// start, an older high-water mark) is one the log never had, so no read is
+// served from it: the reads a deposed leader still holds fail at the
+// install (restoreFromSnapshot).
 //
 // Restart: the newest checkpoint at or above the raft snapshot is restored
 // (its index entries below the first retained batch are dropped when the
@@ -236,7 +239,33 @@ func (c *Core) installSnapshot(g *group, snap *raftpb.Snapshot) error {
 // restoreFromSnapshot makes part, the engine state of g's raft snapshot,
 // g's engine. The checkpoint chunks no longer match its ordinals: the next
 // checkpoint rewrites them.
+//
+// The reads still waiting here fail with ErrNotLeader naming the leader
+// (the client retries there): those waiting for their index or its apply,
+// and the fetches waiting for a cold read's job (fetch_cold.go, served
+// again from the state at the job's end). Only a deposed leader has any,
+// reads whose index it learned while leading. Serving them from this state
+// would serve a state the log never had: the snapshot's log start is the
+// one of a TRIM applied after its index (Compacted: everything at or below
+// the index is gone), its high-water mark the one at its index, and so for
+// every state here until that TRIM applies (a fetch below it answered out
+// of range, naming a log start equal to a stale high-water mark: simnet
+// seed 184, found with the compacted-topic workload in every seed). A
+// leader never installs a snapshot, and a replica leading again serves a
+// read only once it applied its new term's first entry, past that TRIM.
 func (c *Core) restoreFromSnapshot(g *group, part *engine.Partition, conf *raftpb.ConfState) {
+	for _, r := range g.reads {
+		if !r.finished {
+			lead, _, _ := g.leadership()
+			c.failRead(g, r, ErrNotLeader, lead)
+		}
+	}
+	for _, f := range c.coldReads {
+		f.replaced = f.replaced || f.g == g
+	}
+	for _, f := range c.coldWaiting {
+		f.replaced = f.replaced || f.g == g
+	}
 	g.part = part
 	c.statusChanged()
 	g.appliedRaft = part.AppliedIndex()

@@ -142,7 +142,7 @@
 // 3) adds members of a second group speaking Kafka's classic protocol (JoinGroup, SyncGroup,
 // Heartbeat through kafkaproto; commits in their generation) checked across coordinator fail-overs,
 // their acknowledged commits read back while they run and once more after the heal
-// (wire_classic.go). Options.Compacted (one seed in four; TestSimCompacted) runs a key-value
+// (wire_classic.go). Options.Compacted (every seed; TestSimCompacted) runs a key-value
 // workload on a compacted topic, sim-kv (cleanup.policy=compact; compact,delete in half those
 // seeds, with small retention, DeleteRecords and an alter to compact at the end: wire_kv.go): clientlib's producer writes updates and tombstones over 24 keys (one write event
 // in three a burst sent as one batch), clientlib's Consumer reads the partition from the start

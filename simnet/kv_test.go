@@ -19,8 +19,8 @@ func kvOptions(t *testing.T, seed uint64, profile, bug string) Options {
 const kvSeeds = 10
 
 // TestSimCompacted runs the first seeds of the standard sample with the
-// compacted-topic workload (wire_kv.go; the sample draws it in one seed in
-// four): every check passes, passes compact records away, tombstones are
+// compacted-topic workload (wire_kv.go; the sample runs it in every seed,
+// capped as here in one in four): every check passes, passes compact records away, tombstones are
 // written and some removed after delete.retention.ms, bursts are written,
 // replicas' prefixes are compared (prefixes.go) at every durable step of
 // a pass, a cut strikes inside a pass (compaction_cuts.go), and the

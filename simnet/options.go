@@ -206,6 +206,9 @@ type Options struct {
 	LogTailCacheBytesMax int64
 	// CatchUpBytesPerSec is every node's node.Config.CatchUpBytesPerSec.
 	CatchUpBytesPerSec int64
+	// CompactionBytesPerSec is every node's
+	// node.Config.CompactionBytesPerSec (features.go draws it).
+	CompactionBytesPerSec int64
 	// CheckStatusSeq reads every node's statuses after every Process, as
 	// if node.Core.StatusSeq did not exist, and fails the run when they
 	// changed while it stood still (a test of StatusSeq: status_test.go).
@@ -403,6 +406,9 @@ func (o Options) String() string {
 	}
 	if o.CatchUpBytesPerSec > 0 {
 		fmt.Fprintf(&b, " catchup=%dB/s", o.CatchUpBytesPerSec)
+	}
+	if o.CompactionBytesPerSec > 0 {
+		fmt.Fprintf(&b, " compaction-io=%dB/s", o.CompactionBytesPerSec)
 	}
 	if o.LogTailCacheBytesMax < 0 {
 		b.WriteString(" tailcache=off")

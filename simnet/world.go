@@ -391,18 +391,19 @@ func (w *world) skewSpread(from, to time.Duration) time.Duration {
 // the simulator's disk, network, clock and hooks.
 func (w *world) nodeConfig(n *simNode, inc uint32) node.Config {
 	cfg := node.Config{
-		ID:                   n.id,
-		Disk:                 n.cut,
-		Network:              n.endpoint,
-		Clock:                n.clock,
-		Rand:                 newStream(w.opts.Seed, streamNode+uint64(n.id)<<16+uint64(inc)),
-		SegmentBytesMax:      w.opts.SegmentBytesMax,
-		CheckpointEntries:    w.opts.CheckpointEntries,
-		LogTailCacheBytesMax: w.opts.LogTailCacheBytesMax,
-		WAL:                  w.opts.WAL,
-		MinFreeBytes:         simMinFreeBytes,
-		CatchUpBytesPerSec:   w.opts.CatchUpBytesPerSec,
-		RetentionCheckTicks:  w.opts.RetentionCheckTicks,
+		ID:                    n.id,
+		Disk:                  n.cut,
+		Network:               n.endpoint,
+		Clock:                 n.clock,
+		Rand:                  newStream(w.opts.Seed, streamNode+uint64(n.id)<<16+uint64(inc)),
+		SegmentBytesMax:       w.opts.SegmentBytesMax,
+		CheckpointEntries:     w.opts.CheckpointEntries,
+		LogTailCacheBytesMax:  w.opts.LogTailCacheBytesMax,
+		WAL:                   w.opts.WAL,
+		MinFreeBytes:          simMinFreeBytes,
+		CatchUpBytesPerSec:    w.opts.CatchUpBytesPerSec,
+		RetentionCheckTicks:   w.opts.RetentionCheckTicks,
+		CompactionBytesPerSec: w.opts.CompactionBytesPerSec,
 		// Passes over the compacted __strand_transactions within a run
 		// when Options.CompactCoordinators, as the group workload's.
 		Txn: node.TxnConfig{Partitions: int32(max(1, txnPartitions(w.opts))), Markers: node.PartitionMarkers{},
@@ -755,6 +756,7 @@ func (w *world) countRetention(n *simNode) {
 	w.addDelta("event/prefix-installed", now.PrefixInstalls-last.PrefixInstalls)
 	w.addDelta("tier/remote-reads", uint64(now.TierReads-last.TierReads)) // tier.go
 	w.addDelta("tier/remote-read-errors", uint64(now.TierReadErrors-last.TierReadErrors))
+	w.addDelta("event/compaction-budget-held", now.CompactionBudgetHolds-last.CompactionBudgetHolds)
 	if now.RemovalsForced > last.RemovalsForced && w.wire != nil && w.wire.joins != nil {
 		w.wire.joins.forced = true
 		w.coverage.Inc("event/removal-forced")
