@@ -573,6 +573,16 @@ func (c *Core) gatherPass(g *group, f *passFlight) error {
 // step.
 func (c *Core) startPassWrite(g *group, f *passFlight) {
 	s := g.pass.store
+	if f.d.Generation <= s.Generation() {
+		// The store reached this generation while the pass gathered (an
+		// install from a peer): the pass is obsolete, not stuck. Before,
+		// Begin refused the older generation and the replica stopped its
+		// passes and its prefix reads for good (simnet seed 71: the
+		// leader, holding the record's generation 2, answered every read
+		// from offset 0 REPLICA_RECOVERING for 30 s).
+		g.pass.flight = nil
+		return
+	}
 	// The new prefix's start: at or below every batch the pass may keep,
 	// one the log start falls inside included (DeleteRecords mid-batch).
 	start := min(f.d.LogStart, f.firstDirty)
