@@ -675,3 +675,24 @@ func TestStuckLeadersKeepLeadership(t *testing.T) {
 		t.Fatalf("produce with the stuck replicas: %v", res.Err)
 	}
 }
+
+// TestObsoletePassDropped shows a pass whose generation the replica's
+// store reached while it gathered (an install from a peer) is dropped
+// when its write would begin, and the replica goes on with its passes and
+// its prefix reads; before, the store's refusal of the older generation
+// stopped both for good (simnet seed 71: a leader holding the record's
+// generation answered every read from offset 0 REPLICA_RECOVERING).
+func TestObsoletePassDropped(t *testing.T) {
+	c, kv := compactedCluster(t, 33)
+	c.fillPartition(kv, 60)
+	c.tick(40)
+	st := c.checkPrefixesAgree(kv, 1)
+	g := c.cores[c.leader(kv)].byTP[kv]
+	c.cores[c.leader(kv)].startPassWrite(g, &passFlight{d: compact.Decision{Generation: st.DoneGeneration}})
+	if g.pass.stuck != "" || g.pass.flight != nil {
+		t.Fatalf("an obsolete pass left the replica stuck (%q) or the flight in place", g.pass.stuck)
+	}
+	c.fillKeys(kv, 40, 8)
+	c.tick(60)
+	c.checkPrefixesAgree(kv, st.DoneGeneration+1)
+}
