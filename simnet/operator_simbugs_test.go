@@ -127,12 +127,14 @@ func TestSimCatchesAcceptsAnyProof(t *testing.T) {
 // (10 of 18); the lag probe finds a node lagging the creation only now and
 // then (53 probe logins over the standard sample's 200 seeds), so most
 // catches are clients reaching a node that was down or wiped when the
-// users were created. Pinned seeds:
-// re-pin from that command's list when the trace moves.
+// users were created. Pinned seeds: 3 and 4; re-pinned 2026-12-07 after
+// the s14 merges moved the traces (seed 1 no longer catches): make
+// sim-bugs BUGS=SASLRefusesUnconfirmed SEEDS=10 catches in 6 of seeds 1-10
+// [3 4 5 6 7 9]. Re-pin from that command's list when the trace moves.
 func TestSimCatchesSASLRefusesUnconfirmed(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	const marker = "a refusal decided on metadata not confirmed current"
-	for _, seed := range []uint64{1, 3} {
+	for _, seed := range []uint64{3, 4} {
 		o := sampleOptions(t, seed, "mixed", "SASLRefusesUnconfirmed")
 		o.StopAtFailure = true
 		if res := runSeed(t, o, ""); !failsWith(res, marker) {
