@@ -40,20 +40,30 @@ const SpliceBytesMin = 4 << 10
 func AppendSpliced(head []byte, bufs net.Buffers, resp *strandpb.Response, spliceMin int) ([]byte, net.Buffers, error) {
 	fr := resp.GetFetch()
 	if fr == nil || !hasSplice(fr, spliceMin) || len(resp.ProtoReflect().GetUnknown()) > 0 {
-		start := len(head)
-		head, err := Append(head, resp)
-		if err != nil {
-			return head, bufs, err
-		}
-		return head, append(bufs, head[start:]), nil
+		return appendWhole(head, bufs, resp)
 	}
-	var s splicer
-	s.min = max(spliceMin, 1)
-	s.head, s.base = head, len(head)
+	s := newSplicer(head, spliceMin)
 	if err := s.response(resp, fr); err != nil {
 		return head, bufs, err
 	}
 	return s.head, s.buffers(bufs), nil
+}
+
+// appendWhole appends m's frame to head in one piece and to bufs as one
+// buffer: the path of a message with nothing to splice.
+func appendWhole(head []byte, bufs net.Buffers, m proto.Message) ([]byte, net.Buffers, error) {
+	start := len(head)
+	head, err := Append(head, m)
+	if err != nil {
+		return head, bufs, err
+	}
+	return head, append(bufs, head[start:]), nil
+}
+
+// newSplicer is a splicer laying a frame out after head, splicing batches
+// of spliceMin bytes or more (at least 1).
+func newSplicer(head []byte, spliceMin int) splicer {
+	return splicer{min: max(spliceMin, 1), head: head, base: len(head)}
 }
 
 // hasSplice reports whether fr holds a batch of spliceMin bytes or more:

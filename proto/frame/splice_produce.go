@@ -26,16 +26,9 @@ const (
 func AppendProduceSpliced(head []byte, bufs net.Buffers, req *strandpb.Request, spliceMin int) ([]byte, net.Buffers, error) {
 	pr := req.GetProduce()
 	if pr == nil || !hasProduceSplice(pr, spliceMin) || len(req.ProtoReflect().GetUnknown()) > 0 {
-		start := len(head)
-		head, err := Append(head, req)
-		if err != nil {
-			return head, bufs, err
-		}
-		return head, append(bufs, head[start:]), nil
+		return appendWhole(head, bufs, req)
 	}
-	var s splicer
-	s.min = max(spliceMin, 1)
-	s.head, s.base = head, len(head)
+	s := newSplicer(head, spliceMin)
 	if err := s.produce(req, pr); err != nil {
 		return head, bufs, err
 	}
