@@ -242,13 +242,14 @@ func TestSnapshotInstallUnlinksOffTheLoop(t *testing.T) {
 	c.checkSameState(tp)
 }
 
-// TestColdFetchAfterRetentionRetiredItsSegment holds the leader's cold
-// read of offset 0 while retention trims and compacts the log past it
-// (the segment the job reads is retired, its file closed), then runs the
-// job: the fetch answers OFFSET_OUT_OF_RANGE naming the new log start,
-// never a storage failure, and the node goes on.
-func TestColdFetchAfterRetentionRetiredItsSegment(t *testing.T) {
-	c := newMetaCluster(t, 12, 3, func(cfg *Config) {
+// heldColdRead builds a three-node cluster with one retained partition "r"
+// of ten records and no tail cache, then starts the leader's fetch of
+// offset 0, a cold read whose storage job it holds (c.hold) and returns:
+// the cluster, the partition, the leader, the held job (exactly one) and
+// where the fetch's answer lands (nil until the job runs).
+func heldColdRead(t *testing.T) (c *cluster, tp TopicPartition, lead NodeID, held []SyncJob, got **FetchResult) {
+	t.Helper()
+	c = newMetaCluster(t, 12, 3, func(cfg *Config) {
 		retentionConfig(cfg)
 		cfg.LogTailCacheBytesMax = -1
 		cfg.DiskStallAfter = time.Hour // the held job would hand the leadership on
@@ -256,10 +257,9 @@ func TestColdFetchAfterRetentionRetiredItsSegment(t *testing.T) {
 	c.createTopicWith(c.metaLeaderOf(), "r", 1, 3, map[string]string{
 		"segment.bytes": "4096", "retention.bytes": "12288", "retention.ms": "-1",
 	})
-	tp := TopicPartition{Topic: "r", Partition: 0}
+	tp = TopicPartition{Topic: "r", Partition: 0}
 	c.fillPartition(tp, 10)
-	lead := c.leader(tp)
-	var held []SyncJob
+	lead = c.leader(tp)
 	c.hold = func(id NodeID, j SyncJob) bool {
 		if id == lead && j.Read() {
 			held = append(held, j)
@@ -267,15 +267,25 @@ func TestColdFetchAfterRetentionRetiredItsSegment(t *testing.T) {
 		}
 		return false
 	}
-	var got *FetchResult
-	c.cores[lead].fetchNow(FetchRequest{TopicPartition: tp, Offset: 0, MaxBytes: 1 << 20}, func(r FetchResult) { got = &r })
+	got = new(*FetchResult)
+	c.cores[lead].fetchNow(FetchRequest{TopicPartition: tp, Offset: 0, MaxBytes: 1 << 20}, func(r FetchResult) { *got = &r })
 	for i := 0; len(held) == 0 && i < 50; i++ {
 		c.settle()
 		c.tick(1)
 	}
-	if len(held) != 1 || got != nil {
-		t.Fatalf("%d read jobs held, answered %v", len(held), got != nil)
+	if len(held) != 1 || *got != nil {
+		t.Fatalf("%d read jobs held, answered %v", len(held), *got != nil)
 	}
+	return c, tp, lead, held, got
+}
+
+// TestColdFetchAfterRetentionRetiredItsSegment holds the leader's cold
+// read of offset 0 while retention trims and compacts the log past it
+// (the segment the job reads is retired, its file closed), then runs the
+// job: the fetch answers OFFSET_OUT_OF_RANGE naming the new log start,
+// never a storage failure, and the node goes on.
+func TestColdFetchAfterRetentionRetiredItsSegment(t *testing.T) {
+	c, tp, lead, held, got := heldColdRead(t)
 	c.fillPartition(tp, 200)
 	c.tick(30)
 	if c.leader(tp) != lead || statusOf(c.cores[lead], tp).LogStartOffset == 0 || c.cores[lead].Stats().Compactions == 0 {
@@ -288,8 +298,8 @@ func TestColdFetchAfterRetentionRetiredItsSegment(t *testing.T) {
 		t.Fatalf("after the read of a retired segment: %v", err)
 	}
 	start := statusOf(c.cores[lead], tp).LogStartOffset
-	if got == nil || !errors.Is(got.Err, ErrOffsetOutOfRange) || got.LogStartOffset != start {
-		t.Fatalf("fetch at 0 after its segment was retired: %+v; want out of range naming %d", got, start)
+	if r := *got; r == nil || !errors.Is(r.Err, ErrOffsetOutOfRange) || r.LogStartOffset != start {
+		t.Fatalf("fetch at 0 after its segment was retired: %+v; want out of range naming %d", r, start)
 	}
 	if batches, _ := c.fetchFrom(lead, tp, start); len(batches) == 0 {
 		t.Fatalf("nothing served from the log start %d", start)

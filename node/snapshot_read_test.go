@@ -4,7 +4,6 @@ import (
 	"errors"
 	"slices"
 	"testing"
-	"time"
 )
 
 // readState is a partition's (log start, high-water mark) as one read
@@ -100,34 +99,7 @@ func TestSnapshotInstallDoesNotServeHeldReads(t *testing.T) {
 // restoreFromSnapshot sets it is served with the snapshot's pair and the
 // test fails.
 func TestSnapshotInstallDoesNotServeColdReads(t *testing.T) {
-	c := newMetaCluster(t, 12, 3, func(cfg *Config) {
-		retentionConfig(cfg)
-		cfg.LogTailCacheBytesMax = -1
-		cfg.DiskStallAfter = time.Hour // the held job would hand the leadership on
-	})
-	c.createTopicWith(c.metaLeaderOf(), "r", 1, 3, map[string]string{
-		"segment.bytes": "4096", "retention.bytes": "12288", "retention.ms": "-1",
-	})
-	tp := TopicPartition{Topic: "r", Partition: 0}
-	c.fillPartition(tp, 10)
-	old := c.leader(tp)
-	var held []SyncJob
-	c.hold = func(id NodeID, j SyncJob) bool {
-		if id == old && j.Read() {
-			held = append(held, j)
-			return true
-		}
-		return false
-	}
-	var got *FetchResult
-	c.cores[old].fetchNow(FetchRequest{TopicPartition: tp, Offset: 0, MaxBytes: 1 << 20}, func(r FetchResult) { got = &r })
-	for i := 0; len(held) == 0 && i < 50; i++ {
-		c.settle()
-		c.tick(1)
-	}
-	if len(held) != 1 || got != nil {
-		t.Fatalf("%d read jobs held, answered %v", len(held), got != nil)
-	}
+	c, tp, old, held, answer := heldColdRead(t)
 
 	// Cut off, the old leader is deposed; the log moves on without it,
 	// is trimmed and compacted.
@@ -162,8 +134,8 @@ func TestSnapshotInstallDoesNotServeColdReads(t *testing.T) {
 		if id != old || len(held) == 0 || core.Stats().SnapshotsInstalled == 0 {
 			return
 		}
-		if got != nil {
-			t.Fatalf("node %d answered the fetch before its job ended: %+v", old, got)
+		if *answer != nil {
+			t.Fatalf("node %d answered the fetch before its job ended: %+v", old, *answer)
 		}
 		j := held[0]
 		held = nil
@@ -179,6 +151,7 @@ func TestSnapshotInstallDoesNotServeColdReads(t *testing.T) {
 	if len(held) > 0 {
 		t.Fatalf("node %d installed no snapshot: %+v", old, c.cores[old].Stats())
 	}
+	got := *answer
 	switch {
 	case got == nil:
 		t.Fatalf("the fetch never ended")
