@@ -99,23 +99,7 @@ func TestBugPrefixTrimUnheld(t *testing.T) {
 	})
 	c.createTopicWith(c.metaLeaderOf(), "kv", 1, 3, map[string]string{"cleanup.policy": "compact", "segment.bytes": "4096"})
 	kv := TopicPartition{Topic: "kv"}
-	lead := c.leader(kv)
-	var slow, down NodeID
-	for _, id := range c.ids {
-		switch {
-		case id == lead:
-		case slow == 0:
-			slow = id
-		default:
-			down = id
-		}
-	}
-	c.crash(down)
-	c.hold = func(id NodeID, j SyncJob) bool { return id == slow && j.passPhase != 0 }
-	for range 3 {
-		c.fillPartition(kv, 40)
-		c.tick(40)
-	}
+	lead, _, down := passOnLeaderOnly(c, kv)
 	end := c.cores[lead].byTP[kv].pass.store.End()
 	if from := c.raftLogFrom(lead, kv); from == 0 || end == 0 {
 		t.Fatalf("leader's raft log starts at %d, prefix end %d: want it trimmed up to its prefix", from, end)

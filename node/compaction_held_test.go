@@ -24,23 +24,7 @@ func (c *cluster) raftLogFrom(id NodeID, tp TopicPartition) int64 {
 // the leader's raft log is trimmed up to the prefixes.
 func TestRaftTrimWaitsForMajorityPrefix(t *testing.T) {
 	c, kv := compactedCluster(t, 31)
-	lead := c.leader(kv)
-	var slow, down NodeID
-	for _, id := range c.ids {
-		switch {
-		case id == lead:
-		case slow == 0:
-			slow = id
-		default:
-			down = id
-		}
-	}
-	c.crash(down)
-	c.hold = func(id NodeID, j SyncJob) bool { return id == slow && j.passPhase != 0 }
-	for range 3 {
-		c.fillPartition(kv, 40)
-		c.tick(40)
-	}
+	lead, slow, down := passOnLeaderOnly(c, kv)
 	g := c.cores[lead].byTP[kv]
 	if g.pass.store == nil || g.pass.store.Generation() == 0 || g.part.Compaction().DoneGeneration == 0 {
 		t.Fatalf("leader's prefix %v, record %+v: want a pass reported", g.pass.store, g.part.Compaction())
@@ -65,4 +49,28 @@ func TestRaftTrimWaitsForMajorityPrefix(t *testing.T) {
 		t.Fatalf("leader's raft log not trimmed with every prefix at generation %d (end %d)", st.DoneGeneration, st.CleanedTo)
 	}
 	c.checkSameState(kv)
+}
+
+// passOnLeaderOnly crashes one follower of kv and holds the other's
+// compaction pass jobs (c.hold) while 120 records are written: the leader
+// passes, the followers do not. It returns the leader, the follower whose
+// passes are held and the one that is down.
+func passOnLeaderOnly(c *cluster, kv TopicPartition) (lead, slow, down NodeID) {
+	lead = c.leader(kv)
+	for _, id := range c.ids {
+		switch {
+		case id == lead:
+		case slow == 0:
+			slow = id
+		default:
+			down = id
+		}
+	}
+	c.crash(down)
+	c.hold = func(id NodeID, j SyncJob) bool { return id == slow && j.passPhase != 0 }
+	for range 3 {
+		c.fillPartition(kv, 40)
+		c.tick(40)
+	}
+	return lead, slow, down
 }
