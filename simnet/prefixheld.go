@@ -59,10 +59,31 @@ type heldCheck struct {
 	parts map[string]*heldPartition
 	// damaged are the nodes whose disk had a fault injected: sticky.
 	damaged map[int]bool
+	// keys caches each topicKV replica's key, so the check after every
+	// round does not build it anew.
+	keys map[heldKey]string
+}
+
+// heldKey names a partition of one incarnation of topicKV.
+type heldKey struct {
+	topicID   uint64
+	partition int32
 }
 
 func newHeldCheck(w *world) *heldCheck {
-	return &heldCheck{w: w, parts: map[string]*heldPartition{}, damaged: map[int]bool{}}
+	return &heldCheck{w: w, parts: map[string]*heldPartition{}, damaged: map[int]bool{}, keys: map[heldKey]string{}}
+}
+
+// key is the replica directory prefix of topicKV's partition of
+// incarnation topicID.
+func (h *heldCheck) key(topicID uint64, partition int32) string {
+	k := heldKey{topicID: topicID, partition: partition}
+	key, ok := h.keys[k]
+	if !ok {
+		key = strings.TrimSuffix(replicaLogDir(topicKV, topicID, partition), "/log")
+		h.keys[k] = key
+	}
+	return key
 }
 
 // replica returns n's figures of the partition at key, reset when n's
@@ -111,7 +132,7 @@ func (h *heldCheck) afterProcess(n *simNode, statuses []node.GroupStatus) {
 		if s.Topic != topicKV || s.TopicID == 0 {
 			continue
 		}
-		key := strings.TrimSuffix(replicaLogDir(s.Topic, s.TopicID, s.Partition), "/log")
+		key := h.key(s.TopicID, s.Partition)
 		r := h.replica(key, n)
 		p := h.parts[key]
 		if hold, ok := n.core.RaftLogHolding(s.TopicPartition); ok {
@@ -135,7 +156,8 @@ func (h *heldCheck) check(key string, p *heldPartition) {
 	if p.failed || p.voters == 0 {
 		return
 	}
-	idx := make([]int, 0, len(p.replicas))
+	var idxBuf [16]int // replicas are few: no allocation per round
+	idx := idxBuf[:0]
 	for i := range p.replicas {
 		idx = append(idx, i)
 	}
@@ -150,10 +172,11 @@ func (h *heldCheck) check(key string, p *heldPartition) {
 		return
 	}
 	// The count of holders changes only at these offsets.
-	points := []int64{p.logStart}
+	var pointsBuf [49]int64
+	points := append(pointsBuf[:0], p.logStart)
 	for _, i := range idx {
 		r := p.replicas[i]
-		for _, o := range []int64{r.prefixEnd, r.raftFrom, r.hwm} {
+		for _, o := range [...]int64{r.prefixEnd, r.raftFrom, r.hwm} {
 			if o > p.logStart && o < end {
 				points = append(points, o)
 			}
@@ -174,8 +197,9 @@ func (h *heldCheck) check(key string, p *heldPartition) {
 	}
 	need := p.voters/2 + 1 - lost
 	h.w.coverage.Inc("check/prefix-held")
+	var holdersBuf, inPrefixBuf [16]int
 	for _, o := range points {
-		var holders, inPrefix []int
+		holders, inPrefix := holdersBuf[:0], inPrefixBuf[:0]
 		for _, i := range idx {
 			if r := p.replicas[i]; r.holds(o) {
 				holders = append(holders, int(h.w.nodes[i].id))
@@ -188,12 +212,12 @@ func (h *heldCheck) check(key string, p *heldPartition) {
 		case len(holders) < need:
 			p.failed = true
 			h.w.fail("compaction: %s offset %d (below a prefix end %d) held by %d replicas (nodes %v: prefix or raft log), fewer than a majority of %d voters less %d replaced or damaged disks: a single disk replacement can lose it",
-				key, o, end, len(holders), holders, p.voters, lost)
+				key, o, end, len(holders), slices.Clone(holders), p.voters, lost)
 			return
 		case o < trimmed && len(inPrefix) < need:
 			p.failed = true
 			h.w.fail("compaction: %s offset %d is gone from a raft log (one starts at %d) but held in the compacted prefixes of %d replicas (nodes %v), fewer than a majority of %d voters less %d replaced or damaged disks: raft snapshots can leave it on fewer",
-				key, o, trimmed, len(inPrefix), inPrefix, p.voters, lost)
+				key, o, trimmed, len(inPrefix), slices.Clone(inPrefix), p.voters, lost)
 			return
 		}
 	}
