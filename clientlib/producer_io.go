@@ -141,6 +141,15 @@ func (p *producer) senderLoop(node uint64, ch <-chan []sentBatch) {
 // report, from the connection's reader (or its watchdog, on a timeout or
 // stall), or from here when it cannot be sent.
 func (p *producer) begin(node uint64, batches []sentBatch) {
+	defer func() {
+		// Written or never to be: the loop may reuse the buffers of
+		// batches that have resolved.
+		for _, sb := range batches {
+			if sb.batch != nil {
+				sb.batch.writing.Add(-1)
+			}
+		}
+	}()
 	cfg := &p.c.cfg
 	envelope := p.produceRequest(batches)
 	fail := func(err error) { p.report(requestResult{node: node, batches: batches, err: err}) }

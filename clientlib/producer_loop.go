@@ -172,14 +172,15 @@ func (p *producer) fill(sinks []sentBatch, start int, limit int, now time.Durati
 		if !ok {
 			continue
 		}
-		bytes := s.sealed[id].bytes
-		n := frame.ProducePartitionBytes(s.tp.topic, len(bytes))
+		b := s.sealed[id]
+		n := frame.ProducePartitionBytes(s.tp.topic, len(b.bytes))
 		if len(batch) > 0 && size+n > limit {
 			continue
 		}
 		a, _ := s.w.Next(now)
-		sb := sentBatch{s: s, attempt: a, bytes: bytes, producerID: p.producerID, epoch: a.Epoch,
-			topicID: s.sealed[id].topicID}
+		b.writing.Add(1)
+		sb := sentBatch{s: s, batch: b, attempt: a, bytes: b.bytes, producerID: p.producerID, epoch: a.Epoch,
+			topicID: b.topicID}
 		if t := p.c.txn; t != nil {
 			sb.producerID, sb.epoch, _ = t.producer()
 		}
@@ -251,6 +252,9 @@ func (p *producer) pop(s *sink) {
 		}
 		b := s.sealed[c.ID]
 		delete(s.sealed, c.ID)
+		if b.writing.Load() == 0 {
+			p.pool.put(b.bytes) // no attempt can read it any more
+		}
 		for i, pr := range b.records {
 			if c.Err == nil && c.BaseOffset >= 0 {
 				pr.r.Offset = c.BaseOffset + int64(i)
