@@ -237,7 +237,7 @@ type producer struct {
 	sticky         clientcore.Sticky
 	memo           assignMemo
 	nodeInFlight   map[uint64]int
-	senders        map[uint64]chan []sentBatch
+	senders        map[uint64]*nodeSender
 	producerID     int64
 	initInFlight   bool
 	refreshing     bool
@@ -282,7 +282,7 @@ func newProducer(c *Client) *producer {
 		waitingSince:   make(map[string]time.Duration),
 		unknownAnswers: make(map[string]int),
 		nodeInFlight:   make(map[uint64]int),
-		senders:        make(map[uint64]chan []sentBatch),
+		senders:        make(map[uint64]*nodeSender),
 		producerID:     -1,
 		retiredIDs:     make(map[string][][]byte),
 		newestIDs:      make(map[string]seenID),
