@@ -237,12 +237,15 @@ type producer struct {
 	sticky         clientcore.Sticky
 	memo           assignMemo
 	nodeInFlight   map[uint64]int
-	senders        map[uint64]*nodeSender
-	producerID     int64
-	initInFlight   bool
-	refreshing     bool
-	refreshAt      time.Duration
-	refreshWanted  bool
+	// nodeBytes is the batch bytes of a node's requests in flight
+	// (beginInline's bound).
+	nodeBytes     map[uint64]int
+	senders       map[uint64]*nodeSender
+	producerID    int64
+	initInFlight  bool
+	refreshing    bool
+	refreshAt     time.Duration
+	refreshWanted bool
 	// refreshStreak counts the refreshes started since the producer last
 	// wanted none: the wait before the next grows with it (KIP-580).
 	refreshStreak  int
@@ -282,6 +285,7 @@ func newProducer(c *Client) *producer {
 		waitingSince:   make(map[string]time.Duration),
 		unknownAnswers: make(map[string]int),
 		nodeInFlight:   make(map[uint64]int),
+		nodeBytes:      make(map[uint64]int),
 		senders:        make(map[uint64]*nodeSender),
 		producerID:     -1,
 		retiredIDs:     make(map[string][][]byte),

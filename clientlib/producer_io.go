@@ -154,29 +154,22 @@ func (p *producer) senderLoop(node uint64, ns *nodeSender) {
 	}
 }
 
-// inlineBytesMax bounds a request the loop writes itself: at most this
-// many produce bytes are then unanswered on the connection (the node's
-// only request in flight), far below a socket's buffers, so the write
-// does not wait for the node to read.
+// inlineBytesMax bounds what the loop writes itself: at most this many
+// batch bytes of the producer's requests, this one's included, are then
+// unanswered on the connection, far below a socket's buffers, so the
+// write does not wait for the node to read.
 const inlineBytesMax = 32 << 10
 
 // beginInline writes a request on the loop's own goroutine when nothing
-// can make it wait: it is the node's only request in flight, small, every
-// earlier one is written, the connection is up and has a free slot and
-// no throttle. A light producer (a request per record or two) then skips
-// the hand-off to the sender goroutine and back, which with the hand-offs
-// of the answer and the promise made most of its scheduler work. false:
-// nothing was sent; the sender takes the request.
+// can make it wait: the node's requests in flight are small
+// (inlineBytesMax), every earlier one is written, the connection is up
+// and has a free slot and no throttle. A light producer (a request per
+// record or two) then skips a goroutine hand-off per request, to the
+// sender and its park after. false: nothing was sent; the sender takes
+// the request.
 func (p *producer) beginInline(node uint64, ns *nodeSender, batches []sentBatch) bool {
 	cfg := &p.c.cfg
-	if cfg.acks == AcksNone || p.nodeInFlight[node] != 1 || ns.queued.Load() != 0 {
-		return false
-	}
-	n := 0
-	for _, sb := range batches {
-		n += len(sb.bytes)
-	}
-	if n > inlineBytesMax {
+	if cfg.acks == AcksNone || p.nodeBytes[node] > inlineBytesMax || ns.queued.Load() != 0 {
 		return false
 	}
 	c := p.c

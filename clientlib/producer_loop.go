@@ -155,6 +155,7 @@ func (p *producer) send(requests map[uint64][]sentBatch, now time.Duration) {
 				break
 			}
 			p.nodeInFlight[node]++
+			p.nodeBytes[node] += batchBytes(batch)
 			p.io.send(node, batch)
 		}
 	}
@@ -190,6 +191,15 @@ func (p *producer) fill(sinks []sentBatch, start int, limit int, now time.Durati
 	return batch
 }
 
+// batchBytes is the batch bytes of a request's attempts.
+func batchBytes(batches []sentBatch) int {
+	n := 0
+	for _, sb := range batches {
+		n += len(sb.bytes)
+	}
+	return n
+}
+
 // handle applies a request's outcome to each partition's window.
 func (p *producer) handle(res requestResult, now time.Duration) {
 	if res.batches == nil {
@@ -197,6 +207,7 @@ func (p *producer) handle(res requestResult, now time.Duration) {
 		return
 	}
 	p.nodeInFlight[res.node]--
+	p.nodeBytes[res.node] -= batchBytes(res.batches)
 	answers := map[topicPartition]*strandpb.ProduceResponse_Partition{}
 	for _, a := range res.resp.GetProduce().GetPartitions() {
 		answers[topicPartition{a.GetTopic(), a.GetPartition()}] = a
