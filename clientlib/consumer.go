@@ -407,6 +407,17 @@ func (fs Fetches) Records() []*Record {
 	return out
 }
 
+// hasRecords reports whether any partition brought records, without
+// gathering them as Records does (a slice per call, twice a Poll).
+func (fs Fetches) hasRecords() bool {
+	for _, f := range fs {
+		if len(f.Records) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // FirstErr is the first partition's error, or nil.
 func (fs Fetches) FirstErr() error {
 	for _, f := range fs {

@@ -52,7 +52,7 @@ func (k *Consumer) Poll(ctx context.Context) Fetches {
 	idle := false // nothing to fetch: every partition leaderless or stopped
 	for range pollRoundsMax {
 		out = append(out, k.takeLanded(ctx)...)
-		if len(out.Records()) > 0 || out.FirstErr() != nil {
+		if out.hasRecords() || out.FirstErr() != nil {
 			break
 		}
 		if !k.startFetches(ctx) {
@@ -65,7 +65,7 @@ func (k *Consumer) Poll(ctx context.Context) Fetches {
 		out = append(out, k.takeLanded(ctx)...)
 		break
 	}
-	if len(out.Records()) == 0 && (idle || IsRetriable(out.FirstErr())) {
+	if !out.hasRecords() && (idle || IsRetriable(out.FirstErr())) {
 		k.retryWait(ctx) // do not spin
 	} else {
 		k.mu.Lock()

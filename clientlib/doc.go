@@ -23,7 +23,8 @@
 // CreateUser salts from the client's seeded source (saltSource), a real one from crypto/rand.
 //
 //	Produce ─► intake chan ─► producer loop (one goroutine owns all producer state: per partition a Builder + Window)
-//	                             ├─► per node: sender goroutine ─► writes under the connection's lock (pipelined)
+//	                             ├─► per node: the loop writes under the connection's lock when the node's unanswered
+//	                             │   batch bytes stay ≤ 32 KiB, else the node's sender goroutine does (pipelined)
 //	                             ◄── results ◄── the connection's reader (a callback per request, no goroutine each)
 //	                             └─► promises chan ─► promise goroutine (callbacks in order)
 //	Consumer.Poll ─► one fetch in flight per leader (written from Poll) ─► landed by the reader ─► apply, decode ─► Fetches
@@ -40,9 +41,15 @@
 // rule (Stalled) on a single timer, armed for the earliest deadline or the next stall check.
 // Rejected: a goroutine per request awaiting its answer with a timer and a ticker each (the bench
 // client's profile at 1,000 msgs/s: scheduling 20%, stack growth of those goroutines 9%, timer
-// adds 7%); the producer loop writing requests itself (a paused node's full socket would stop
-// every partition: a sender goroutine per node keeps the loop off the socket). A fetch begun on a
-// connection with no free slot, under a throttle or not yet dialed waits on a goroutine of its own.
+// adds 7%); the producer loop writing every request itself (a paused node's full socket would stop
+// every partition). It writes one only while the node's unanswered batch bytes, this request's
+// included, stay within 32 KiB, far below a socket's buffers, on a live connection with a free slot
+// and every earlier request written (beginInline: a light producer skips a goroutine hand-off per
+// request); otherwise a sender goroutine per node writes, keeping the loop off a full
+// socket. A sealed batch's buffer is reused for a later batch once the batch resolved and no write
+// can read it (batchPool; the simulator reuses only never-sent ones: its transport may keep the
+// bytes). A fetch begun on a connection with no free slot, under a throttle or not yet dialed
+// waits on a goroutine of its own.
 //
 // # Consumer
 //

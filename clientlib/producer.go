@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strandlog/strand/engine/recordbatch"
@@ -142,6 +143,13 @@ type sealedBatch struct {
 	records []pendingRecord
 	bytes   []byte
 	topicID []byte // the id the batch is produced under
+	// writing counts the attempts handed to the IO whose bytes it may
+	// still read: fill adds one, liveIO's sender takes it off once the
+	// request is written (or failed unwritten). A resolved batch's buffer
+	// goes back to the pool only at zero; simIO never takes one off (the
+	// simulated transport and the in-process nodes may keep the bytes),
+	// so the simulator reuses only never-sent batches' buffers.
+	writing atomic.Int32
 }
 
 // sink is one partition's producer state, owned by the producer loop.
@@ -176,6 +184,7 @@ type sink struct {
 // sender goroutines never read the loop's maps.
 type sentBatch struct {
 	s          *sink
+	batch      *sealedBatch // only its writing count is the sender's to touch
 	attempt    clientcore.Attempt
 	bytes      []byte
 	producerID int64
@@ -215,6 +224,7 @@ type producer struct {
 	stopOnce sync.Once
 
 	// Owned by the loop goroutine.
+	pool  batchPool
 	sinks map[topicPartition]*sink
 	// sinkOrder is sinks in topic-partition order (sortedSinks). A new
 	// sink replaces the slice rather than inserting into it, so a caller
@@ -227,12 +237,15 @@ type producer struct {
 	sticky         clientcore.Sticky
 	memo           assignMemo
 	nodeInFlight   map[uint64]int
-	senders        map[uint64]chan []sentBatch
-	producerID     int64
-	initInFlight   bool
-	refreshing     bool
-	refreshAt      time.Duration
-	refreshWanted  bool
+	// nodeBytes is the batch bytes of a node's requests in flight
+	// (beginInline's bound).
+	nodeBytes     map[uint64]int
+	senders       map[uint64]*nodeSender
+	producerID    int64
+	initInFlight  bool
+	refreshing    bool
+	refreshAt     time.Duration
+	refreshWanted bool
 	// refreshStreak counts the refreshes started since the producer last
 	// wanted none: the wait before the next grows with it (KIP-580).
 	refreshStreak  int
@@ -272,7 +285,8 @@ func newProducer(c *Client) *producer {
 		waitingSince:   make(map[string]time.Duration),
 		unknownAnswers: make(map[string]int),
 		nodeInFlight:   make(map[uint64]int),
-		senders:        make(map[uint64]chan []sentBatch),
+		nodeBytes:      make(map[uint64]int),
+		senders:        make(map[uint64]*nodeSender),
 		producerID:     -1,
 		retiredIDs:     make(map[string][][]byte),
 		newestIDs:      make(map[string]seenID),
@@ -731,7 +745,7 @@ func (p *producer) appendOpen(s *sink, pr pendingRecord, now time.Duration) {
 		// new buffer at its end): a full producer's batches then take one
 		// allocation, not a doubling series of zeroed ones.
 		first := max(batchBufferFirst, 2*s.lastBatchBytes)
-		s.builder.Reset(make([]byte, 0, max(min(p.c.cfg.batchBytes, first), estimate)+recordbatch.HeaderBytes))
+		s.builder.Reset(p.pool.get(max(min(p.c.cfg.batchBytes, first), estimate) + recordbatch.HeaderBytes))
 	}
 	// Doubling, up to the batch's size: append's own growth of a large
 	// buffer copied a full batch about five times over.

@@ -2,6 +2,7 @@ package clientlib
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/strandlog/strand/proto/strandpb"
@@ -38,7 +39,13 @@ type producerIO interface {
 type liveIO struct{ p *producer }
 
 func (io liveIO) send(node uint64, batches []sentBatch) {
-	io.p.sender(node) <- batches // never blocks: nodeInFlight bounds it
+	p := io.p
+	ns := p.sender(node)
+	if p.beginInline(node, ns, batches) {
+		return
+	}
+	ns.queued.Add(1)
+	ns.ch <- batches // never blocks: nodeInFlight bounds it
 }
 
 func (io liveIO) refresh(topics []string) {
@@ -111,36 +118,102 @@ func (p *producer) report(res requestResult) {
 	}
 }
 
-// sender returns the node's sender queue, starting its goroutine.
-func (p *producer) sender(node uint64) chan<- []sentBatch {
-	ch := p.senders[node]
-	if ch == nil {
-		ch = make(chan []sentBatch, p.c.cfg.inFlightPerConn)
-		p.senders[node] = ch
-		go p.senderLoop(node, ch)
+// nodeSender is a node's sender goroutine's queue. queued counts the
+// requests the loop handed it that it has not finished beginning: at zero
+// every earlier request of the node is written, so the loop may write the
+// next itself (beginInline) without passing one on the wire.
+type nodeSender struct {
+	ch     chan []sentBatch
+	queued atomic.Int32
+}
+
+// sender returns the node's sender, starting its goroutine.
+func (p *producer) sender(node uint64) *nodeSender {
+	ns := p.senders[node]
+	if ns == nil {
+		ns = &nodeSender{ch: make(chan []sentBatch, p.c.cfg.inFlightPerConn)}
+		p.senders[node] = ns
+		go p.senderLoop(node, ns)
 	}
-	return ch
+	return ns
 }
 
 // senderLoop begins a node's requests one after another, so they reach
 // the wire in the order the loop built them (a partition's batches in
 // sequence order). It writes each itself (brokerConn.begin); the answer
 // comes back through begin's callback, on the connection's reader.
-func (p *producer) senderLoop(node uint64, ch <-chan []sentBatch) {
+func (p *producer) senderLoop(node uint64, ns *nodeSender) {
 	for {
 		select {
-		case batches := <-ch:
+		case batches := <-ns.ch:
 			p.begin(node, batches)
+			ns.queued.Add(-1)
 		case <-p.stop:
 			return
 		}
 	}
 }
 
+// inlineBytesMax bounds what the loop writes itself: at most this many
+// batch bytes of the producer's requests, this one's included, are then
+// unanswered on the connection, far below a socket's buffers, so the
+// write does not wait for the node to read.
+const inlineBytesMax = 32 << 10
+
+// beginInline writes a request on the loop's own goroutine when nothing
+// can make it wait: the node's requests in flight are small
+// (inlineBytesMax), every earlier one is written, the connection is up
+// and has a free slot and no throttle. A light producer (a request per
+// record or two) then skips a goroutine hand-off per request, to the
+// sender and its park after. false: nothing was sent; the sender takes
+// the request.
+func (p *producer) beginInline(node uint64, ns *nodeSender, batches []sentBatch) bool {
+	cfg := &p.c.cfg
+	if cfg.acks == AcksNone || p.nodeBytes[node] > inlineBytesMax || ns.queued.Load() != 0 {
+		return false
+	}
+	c := p.c
+	c.mu.Lock()
+	addr, ok := c.meta.Address(node)
+	bc := c.conns[addr]
+	c.mu.Unlock()
+	if !ok || bc == nil || bc.isDead() {
+		return false // unknown or not connected: the sender dials or fails it
+	}
+	_, err := bc.beginCall(context.Background(), p.produceRequest(batches), callSpec{timeout: cfg.requestTimeout + time.Second,
+		owned: true, noWait: true, onDone: func(resp *strandpb.Response, err error) {
+			// Maybe on this goroutine (a write that killed the
+			// connection fails its calls at once): the loop must not
+			// wait on itself.
+			res := requestResult{node: node, batches: batches, resp: resp, err: err}
+			select {
+			case p.results <- res:
+			default:
+				go p.report(res)
+			}
+		}})
+	if err != nil {
+		return false // never registered: the sender tries it
+	}
+	for _, sb := range batches {
+		sb.batch.writing.Add(-1)
+	}
+	return true
+}
+
 // begin sends one produce request; its outcome reaches the loop by
 // report, from the connection's reader (or its watchdog, on a timeout or
 // stall), or from here when it cannot be sent.
 func (p *producer) begin(node uint64, batches []sentBatch) {
+	defer func() {
+		// Written or never to be: the loop may reuse the buffers of
+		// batches that have resolved.
+		for _, sb := range batches {
+			if sb.batch != nil {
+				sb.batch.writing.Add(-1)
+			}
+		}
+	}()
 	cfg := &p.c.cfg
 	envelope := p.produceRequest(batches)
 	fail := func(err error) { p.report(requestResult{node: node, batches: batches, err: err}) }

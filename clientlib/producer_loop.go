@@ -155,6 +155,7 @@ func (p *producer) send(requests map[uint64][]sentBatch, now time.Duration) {
 				break
 			}
 			p.nodeInFlight[node]++
+			p.nodeBytes[node] += batchBytes(batch)
 			p.io.send(node, batch)
 		}
 	}
@@ -172,14 +173,15 @@ func (p *producer) fill(sinks []sentBatch, start int, limit int, now time.Durati
 		if !ok {
 			continue
 		}
-		bytes := s.sealed[id].bytes
-		n := frame.ProducePartitionBytes(s.tp.topic, len(bytes))
+		b := s.sealed[id]
+		n := frame.ProducePartitionBytes(s.tp.topic, len(b.bytes))
 		if len(batch) > 0 && size+n > limit {
 			continue
 		}
 		a, _ := s.w.Next(now)
-		sb := sentBatch{s: s, attempt: a, bytes: bytes, producerID: p.producerID, epoch: a.Epoch,
-			topicID: s.sealed[id].topicID}
+		b.writing.Add(1)
+		sb := sentBatch{s: s, batch: b, attempt: a, bytes: b.bytes, producerID: p.producerID, epoch: a.Epoch,
+			topicID: b.topicID}
 		if t := p.c.txn; t != nil {
 			sb.producerID, sb.epoch, _ = t.producer()
 		}
@@ -189,6 +191,15 @@ func (p *producer) fill(sinks []sentBatch, start int, limit int, now time.Durati
 	return batch
 }
 
+// batchBytes is the batch bytes of a request's attempts.
+func batchBytes(batches []sentBatch) int {
+	n := 0
+	for _, sb := range batches {
+		n += len(sb.bytes)
+	}
+	return n
+}
+
 // handle applies a request's outcome to each partition's window.
 func (p *producer) handle(res requestResult, now time.Duration) {
 	if res.batches == nil {
@@ -196,6 +207,7 @@ func (p *producer) handle(res requestResult, now time.Duration) {
 		return
 	}
 	p.nodeInFlight[res.node]--
+	p.nodeBytes[res.node] -= batchBytes(res.batches)
 	answers := map[topicPartition]*strandpb.ProduceResponse_Partition{}
 	for _, a := range res.resp.GetProduce().GetPartitions() {
 		answers[topicPartition{a.GetTopic(), a.GetPartition()}] = a
@@ -251,6 +263,9 @@ func (p *producer) pop(s *sink) {
 		}
 		b := s.sealed[c.ID]
 		delete(s.sealed, c.ID)
+		if b.writing.Load() == 0 {
+			p.pool.put(b.bytes) // no attempt can read it any more
+		}
 		for i, pr := range b.records {
 			if c.Err == nil && c.BaseOffset >= 0 {
 				pr.r.Offset = c.BaseOffset + int64(i)
