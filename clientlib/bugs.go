@@ -48,3 +48,9 @@ func bugCommitSkipsFlush() bool { return false }
 // definite refusal after it says "not applied" of a change that may have
 // been made.
 func bugUnsureForgotten() bool { return false }
+
+// bugCoordinatorBehindThrottle: group and transaction coordinator
+// requests go on the node's data connection, as before coordconn.go, so
+// a fetch's or produce's quota throttle holds a group member's
+// heartbeats past its session.
+func bugCoordinatorBehindThrottle() bool { return false }

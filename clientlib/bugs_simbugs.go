@@ -53,3 +53,11 @@ var bugUnsureForgottenOn bool
 func SetUnsureBugs(forgotten bool) { bugUnsureForgottenOn = forgotten }
 
 func bugUnsureForgotten() bool { return bugUnsureForgottenOn }
+
+var bugCoordinatorBehindThrottleOn bool
+
+// SetCoordinatorBugs switches the coordinator connection's planted bug on
+// or off.
+func SetCoordinatorBugs(behindThrottle bool) { bugCoordinatorBehindThrottleOn = behindThrottle }
+
+func bugCoordinatorBehindThrottle() bool { return bugCoordinatorBehindThrottleOn }

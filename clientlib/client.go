@@ -21,8 +21,8 @@ type Client struct {
 	start time.Time
 
 	mu      sync.Mutex
-	conns   map[string]*brokerConn
-	dialing map[string]chan struct{} // closed when the dial ends
+	conns   map[connKey]*brokerConn
+	dialing map[connKey]chan struct{} // closed when the dial ends
 	meta    *clientcore.LeaderCache
 	metaAt  time.Duration // when meta was last refreshed (monotonic); see metaKnown
 	// metaKnown: a metadata refresh succeeded once.
@@ -87,8 +87,8 @@ func NewClient(opts ...Opt) (*Client, error) {
 		txn:     txn,
 		cfg:     cfg,
 		start:   start,
-		conns:   make(map[string]*brokerConn),
-		dialing: make(map[string]chan struct{}),
+		conns:   make(map[connKey]*brokerConn),
+		dialing: make(map[connKey]chan struct{}),
 		meta:    clientcore.NewLeaderCache(),
 		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 	}
@@ -165,7 +165,7 @@ func (c *Client) Close() {
 		c.mu.Lock()
 		c.closed = true
 		conns := c.conns
-		c.conns = map[string]*brokerConn{}
+		c.conns = map[connKey]*brokerConn{}
 		c.mu.Unlock()
 		for _, bc := range conns {
 			bc.kill(errConnClosed)
@@ -179,20 +179,28 @@ func (c *Client) isClosed() bool {
 	return c.closed
 }
 
-// conn returns the live connection to addr, dialing when there is none.
-// Dials are single-flight per address, so a node has one connection.
+// conn returns the live data connection to addr, dialing when there is
+// none.
 func (c *Client) conn(ctx context.Context, addr string) (*brokerConn, error) {
+	return c.connTo(ctx, connKey{addr: addr})
+}
+
+// connTo returns the live connection key names, dialing when there is
+// none. Dials are single-flight per key, so a node has one data
+// connection and at most one coordinator connection (coordconn.go).
+func (c *Client) connTo(ctx context.Context, key connKey) (*brokerConn, error) {
+	addr := key.addr
 	for {
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
 			return nil, ErrClientClosed
 		}
-		if bc := c.conns[addr]; bc != nil && !bc.isDead() {
+		if bc := c.conns[key]; bc != nil && !bc.isDead() {
 			c.mu.Unlock()
 			return bc, nil
 		}
-		wait, dialing := c.dialing[addr]
+		wait, dialing := c.dialing[key]
 		if !dialing {
 			break // c.mu still held
 		}
@@ -204,12 +212,12 @@ func (c *Client) conn(ctx context.Context, addr string) (*brokerConn, error) {
 		}
 	}
 	done := make(chan struct{})
-	c.dialing[addr] = done
+	c.dialing[key] = done
 	c.mu.Unlock()
 	bc, err := dialConn(ctx, &c.cfg, addr, c.markSuspect, c.stallBound)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.dialing, addr)
+	delete(c.dialing, key)
 	close(done)
 	if err != nil {
 		return nil, err
@@ -222,7 +230,7 @@ func (c *Client) conn(ctx context.Context, addr string) (*brokerConn, error) {
 		bc.kill(errConnClosed)
 		return nil, ErrClientClosed
 	}
-	c.conns[addr] = bc
+	c.conns[key] = bc
 	return bc, nil
 }
 
@@ -235,19 +243,24 @@ func (c *Client) liveConn(node uint64) *brokerConn {
 	if !ok || c.closed {
 		return nil
 	}
-	if bc := c.conns[addr]; bc != nil && !bc.isDead() {
+	if bc := c.conns[connKey{addr: addr}]; bc != nil && !bc.isDead() {
 		return bc
 	}
 	return nil
 }
 
-// request sends req to addr and waits for the answer; extra is added to the
-// request timeout (a fetch's max wait).
+// request sends req to addr on its data connection and waits for the
+// answer; extra is added to the request timeout (a fetch's max wait).
 func (c *Client) request(ctx context.Context, addr string, req *strandpb.Request, extra time.Duration) (*strandpb.Response, error) {
+	return c.requestOn(ctx, connKey{addr: addr}, req, extra)
+}
+
+// requestOn is request on the connection key names.
+func (c *Client) requestOn(ctx context.Context, key connKey, req *strandpb.Request, extra time.Duration) (*strandpb.Response, error) {
 	if c.cfg.simulated != nil {
-		return c.simRequest(addr, req, extra)
+		return c.simRequest(key, req, extra)
 	}
-	bc, err := c.conn(ctx, addr)
+	bc, err := c.connTo(ctx, key)
 	if err != nil {
 		return nil, err
 	}
@@ -414,7 +427,7 @@ func askLast(addrs []string, lastAddr string) []string {
 func (c *Client) frameMax(addr string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if bc := c.conns[addr]; bc != nil {
+	if bc := c.conns[connKey{addr: addr}]; bc != nil {
 		return bc.frameMax
 	}
 	return frame.BytesMaxDefault

@@ -1,5 +1,5 @@
 // Package clientlib is Strand's Go client, modeled on franz-go's kgo: one Client with functional
-// options holds the connections (one per node, pipelined), the metadata cache and the producer; a
+// options holds the connections (one per node, pipelined, and one more to a coordinator), the metadata cache and the producer; a
 // Consumer reads assigned partitions through it; admin calls are Client methods.
 //
 // Blocking: NewClient does not connect; the first request does. Produce blocks only while
@@ -31,7 +31,11 @@
 //
 // # Connections (conn.go)
 //
-// One connection per node, pipelined by correlation id. A caller numbers, frames and writes its
+// One data connection per node, pipelined by correlation id, and one coordinator connection to
+// each node that coordinates a group or transactional id of the Client (coordconn.go: a fetch's or
+// produce's quota throttle pauses only the data connection, so a member's heartbeats reach its
+// coordinator within the session, as Kafka's consumer keeps its coordinator on a connection of its
+// own; TestCoordinatorConnectionNotHeldByFetchThrottle). A caller numbers, frames and writes its
 // own request under the connection's write lock (franz-go's way; no writer goroutine); the
 // producer's large batches go out as they are beside the marshalled rest
 // (frame.AppendProduceSpliced, writev), not copied into the frame. One reader goroutine matches
@@ -247,7 +251,8 @@
 // the channel; Kafka's clients hold their sends the same way since KIP-219), and the stall rule and
 // the request deadline count from the throttle's end (clientcore.PastThrottle). Before, a throttle
 // past StallTimeout made the client suspect a healthy node and reconnect on a fresh connection the
-// node did not throttle, escaping the quota (TestClientHoldsThrottledConnection).
+// node did not throttle, escaping the quota (TestClientHoldsThrottledConnection). The throttle
+// holds the connection its answer came on, never the coordinator connection (coordconn.go).
 //
 // # Partitioner (R13, R17)
 //

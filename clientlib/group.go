@@ -131,7 +131,8 @@ func (c *Client) forgetCoordinator(group string, refused bool) {
 	cs.mu.Unlock()
 }
 
-// groupRequest sends req to group's coordinator once: a NOT_COORDINATOR
+// groupRequest sends req to group's coordinator once, on its coordinator
+// connection (coordconn.go): a NOT_COORDINATOR
 // answer, a connection failure or a timeout (coordinatorLost) forgets the
 // coordinator, so a retry finds it again. The answer's whole-request error is returned.
 func (c *Client) groupRequest(ctx context.Context, group string, req *strandpb.Request) (*strandpb.Response, error) {
@@ -139,7 +140,7 @@ func (c *Client) groupRequest(ctx context.Context, group string, req *strandpb.R
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.request(ctx, addr, req, 0)
+	resp, err := c.coordRequest(ctx, addr, req)
 	if err == nil {
 		err = errorFromWire(resp.GetError())
 	}

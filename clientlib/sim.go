@@ -226,7 +226,7 @@ func (io *simIO) txnCall(req *strandpb.Request, attempt int, done func(*strandpb
 func (io *simIO) txnRequest(req *strandpb.Request, done func(*strandpb.Response, error)) {
 	t := io.p.c.txn
 	send := func(addr string) {
-		io.p.c.simCall(addr, req, io.p.c.cfg.requestTimeout, 0, func(resp *strandpb.Response, err error) {
+		io.p.c.simCallOn(coordKey(addr), req, io.p.c.cfg.requestTimeout, 0, func(resp *strandpb.Response, err error) {
 			if err == nil {
 				err = errorFromWire(resp.GetError())
 			}

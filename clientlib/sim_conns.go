@@ -25,14 +25,15 @@ type simConns struct {
 	clientcore.Transport
 	conns clientcore.Conns
 	c     *Client
-	by    map[string]*simConn // by address: the current connection
+	by    map[connKey]*simConn // by address and kind (coordconn.go): the current connection
 }
 
 // simConn is one simulated connection of a simConns.
 type simConn struct {
 	id      uint64
-	ready   bool // the Hello (and exchange) succeeded
-	started bool // the Hello is out
+	key     connKey // its address and kind
+	ready   bool    // the Hello (and exchange) succeeded
+	started bool    // the Hello is out
 	// node is the node's id, from its Hello.
 	node    uint64
 	waiting []simWaiting
@@ -54,15 +55,21 @@ func newSimConns(t clientcore.Transport, c *Client) clientcore.Transport {
 	if !ok {
 		return t
 	}
-	return &simConns{Transport: t, conns: conns, c: c, by: map[string]*simConn{}}
+	return &simConns{Transport: t, conns: conns, c: c, by: map[connKey]*simConn{}}
 }
 
-// Call sends req on addr's connection, opening one first.
+// Call sends req on addr's data connection, opening one first.
 func (t *simConns) Call(addr string, req *strandpb.Request, done func(*strandpb.Response, error)) {
-	c := t.by[addr]
+	t.callOn(connKey{addr: addr}, req, done)
+}
+
+// callOn sends req on the connection key names, opening one first.
+func (t *simConns) callOn(key connKey, req *strandpb.Request, done func(*strandpb.Response, error)) {
+	addr := key.addr
+	c := t.by[key]
 	if c == nil || !t.conns.Open(c.id) {
-		c = &simConn{id: t.conns.Dial(addr)}
-		t.by[addr] = c
+		c = &simConn{id: t.conns.Dial(addr), key: key}
+		t.by[key] = c
 	}
 	if c.ready {
 		t.send(addr, c, req, done)
@@ -152,7 +159,7 @@ func (t *simConns) send(addr string, c *simConn, req *strandpb.Request, done fun
 			return // acks=0: done when written; nothing reads an answer
 		}
 		if err != nil {
-			t.drop(addr, c)
+			t.drop(c)
 		} else if d := clientcore.Throttle(resp); d > 0 && !bugIgnoresThrottle() {
 			c.throttleUntil = max(c.throttleUntil, t.Now()+d)
 		}
@@ -170,10 +177,10 @@ func (t *simConns) send(addr string, c *simConn, req *strandpb.Request, done fun
 }
 
 // drop closes c and forgets it.
-func (t *simConns) drop(addr string, c *simConn) {
+func (t *simConns) drop(c *simConn) {
 	t.conns.Close(c.id)
-	if t.by[addr] == c {
-		delete(t.by, addr)
+	if t.by[c.key] == c {
+		delete(t.by, c.key)
 	}
 }
 
@@ -208,7 +215,7 @@ func (t *simConns) exchange(addr string, c *simConn) {
 
 // fail ends c's exchange: every waiting request fails with err.
 func (t *simConns) fail(addr string, c *simConn, err error) {
-	t.drop(addr, c)
+	t.drop(c)
 	waiting := c.waiting
 	c.waiting = nil
 	for _, w := range waiting {

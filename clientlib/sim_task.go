@@ -119,14 +119,14 @@ func (c *Client) simBlock(arm func(wake func())) {
 
 // simRequest is request on the Transport: the task waits for the answer,
 // for RequestTimeout plus extra at most, as roundTrip does (simCall).
-func (c *Client) simRequest(addr string, req *strandpb.Request, extra time.Duration) (*strandpb.Response, error) {
+func (c *Client) simRequest(key connKey, req *strandpb.Request, extra time.Duration) (*strandpb.Response, error) {
 	if c.isClosed() {
 		return nil, ErrClientClosed
 	}
 	var resp *strandpb.Response
 	var err error
 	c.simBlock(func(wake func()) {
-		c.simCall(addr, req, c.cfg.requestTimeout+extra, extra, func(r *strandpb.Response, e error) {
+		c.simCallOn(key, req, c.cfg.requestTimeout+extra, extra, func(r *strandpb.Response, e error) {
 			resp, err = r, e
 			wake()
 		})

@@ -21,10 +21,11 @@ import (
 // after the client gave it up.
 
 // simWatch is the simulated Client's record of what it read: the
-// virtual time an answer last arrived from each address (a real
-// connection's lastRead).
+// virtual time an answer last arrived on each connection (a real
+// connection's lastRead), by its key (an address's data or coordinator
+// connection, coordconn.go).
 type simWatch struct {
-	lastRead map[string]time.Duration
+	lastRead map[connKey]time.Duration
 }
 
 // simCall sends req to addr on the simulated Transport; done runs once,
@@ -33,22 +34,34 @@ type simWatch struct {
 // call's legitimate wait, a long poll's). A request that expects no
 // answer (acks=0) is not watched: its call ends when it is written.
 func (c *Client) simCall(addr string, req *strandpb.Request, timeout, wait time.Duration, done func(*strandpb.Response, error)) {
+	c.simCallOn(connKey{addr: addr}, req, timeout, wait, done)
+}
+
+// simCallOn is simCall on the connection key names (when the Transport
+// models connections; else key's address is called).
+func (c *Client) simCallOn(key connKey, req *strandpb.Request, timeout, wait time.Duration, done func(*strandpb.Response, error)) {
 	t := c.cfg.simulated
 	if c.simWatch.lastRead == nil {
-		c.simWatch.lastRead = map[string]time.Duration{}
+		c.simWatch.lastRead = map[connKey]time.Duration{}
 	}
-	sc := &simWatchedCall{c: c, t: t, addr: addr, sent: t.Now(), timeout: timeout, wait: wait, done: done}
-	t.Call(addr, req, func(resp *strandpb.Response, err error) {
+	addr := key.addr
+	sc := &simWatchedCall{c: c, t: t, addr: addr, key: key, sent: t.Now(), timeout: timeout, wait: wait, done: done}
+	answered := func(resp *strandpb.Response, err error) {
 		if err == nil {
-			c.simWatch.lastRead[addr] = max(c.simWatch.lastRead[addr], t.Now())
+			c.simWatch.lastRead[key] = max(c.simWatch.lastRead[key], t.Now())
 			c.reached.Store(true)
 		}
 		sc.finish(resp, err)
-	})
+	}
+	if s, ok := t.(*simConns); ok {
+		s.callOn(key, req, answered)
+	} else {
+		t.Call(addr, req, answered)
+	}
 	if sc.finished || noAnswer(req) || timeout <= 0 {
 		return
 	}
-	sc.conn = c.simConnOf(addr)
+	sc.conn = c.simConnOf(key)
 	t.After(timeout, sc.expire)
 	if _, stall := sc.stallOf(); stall <= 0 {
 		return
@@ -62,6 +75,7 @@ type simWatchedCall struct {
 	c        *Client
 	t        clientcore.Transport
 	addr     string
+	key      connKey  // the connection it goes on
 	conn     *simConn // nil: none known
 	sent     time.Duration
 	timeout  time.Duration
@@ -81,7 +95,7 @@ func (sc *simWatchedCall) finish(resp *strandpb.Response, err error) {
 // past is the call's send time and the node's last answer, moved past
 // the connection's throttle (clientcore.PastThrottle), as await does.
 func (sc *simWatchedCall) past() (time.Duration, time.Duration) {
-	lastRead := sc.c.simWatch.lastRead[sc.addr]
+	lastRead := sc.c.simWatch.lastRead[sc.key]
 	if sc.conn == nil {
 		return sc.sent, lastRead
 	}
@@ -97,7 +111,7 @@ func (sc *simWatchedCall) expire() {
 		sc.t.After(s+sc.timeout-sc.t.Now(), sc.expire) // a throttle moved the deadline
 		return
 	}
-	sc.c.simKill(sc.addr, sc.conn)
+	sc.c.simKill(sc.conn)
 	sc.finish(nil, &Error{Code: strandpb.ErrorCode_ERROR_CODE_TIMEOUT,
 		Message: fmt.Sprintf("no answer from %s within %v", sc.addr, sc.timeout)})
 }
@@ -136,7 +150,7 @@ func (sc *simWatchedCall) check() {
 		sc.arm()
 		return
 	}
-	sc.c.simKill(sc.addr, sc.conn)
+	sc.c.simKill(sc.conn)
 	if node != 0 {
 		sc.c.markSuspect(node)
 	}
@@ -149,20 +163,20 @@ func noAnswer(req *strandpb.Request) bool {
 	return p != nil && p.GetAcks() == 0
 }
 
-// simConnOf is the connection a call to addr just went on (nil when the
+// simConnOf is the connection a call on key just went on (nil when the
 // Transport models none).
-func (c *Client) simConnOf(addr string) *simConn {
+func (c *Client) simConnOf(key connKey) *simConn {
 	if s, ok := c.cfg.simulated.(*simConns); ok {
-		return s.by[addr]
+		return s.by[key]
 	}
 	return nil
 }
 
 // simKill closes conn, as a real connection is killed when a call on it
-// times out or stalls: the next request to addr dials (and authenticates)
-// again.
-func (c *Client) simKill(addr string, conn *simConn) {
+// times out or stalls: the next request on its key dials (and
+// authenticates) again.
+func (c *Client) simKill(conn *simConn) {
 	if s, ok := c.cfg.simulated.(*simConns); ok && conn != nil {
-		s.drop(addr, conn)
+		s.drop(conn)
 	}
 }

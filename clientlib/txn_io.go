@@ -53,7 +53,8 @@ func (t *txnState) forgetCoordinator(err error) {
 	t.mu.Unlock()
 }
 
-// txnRequest sends req to the transactional id's coordinator once: a
+// txnRequest sends req to the transactional id's coordinator once, on its
+// coordinator connection (coordconn.go): a
 // NOT_COORDINATOR answer, a connection failure or a timeout
 // (coordinatorLost) forgets the coordinator, so a retry finds it again. The answer's whole-request error is returned.
 func (c *Client) txnRequest(ctx context.Context, req *strandpb.Request) (*strandpb.Response, error) {
@@ -62,7 +63,7 @@ func (c *Client) txnRequest(ctx context.Context, req *strandpb.Request) (*strand
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.request(ctx, addr, req, 0)
+	resp, err := c.coordRequest(ctx, addr, req)
 	if err == nil {
 		err = errorFromWire(resp.GetError())
 	}

@@ -37,7 +37,7 @@ var GroupBugNames = []string{"GroupAssignBeforeRevoke", "GroupCommitSkipsEpoch",
 // clientlib members (wire_libgroup.go) and the plain consumers
 // (wire_libconsumer.go) run the code they live in.
 var ClientBugNames = []string{"LibAutoCommitFetched", "LibSeekSkipsTarget", "LibExhaustedDefinite", "LibStallNotSent",
-	"LibIgnoresThrottle", "LibUnsureForgotten"}
+	"LibIgnoresThrottle", "LibUnsureForgotten", "LibCoordinatorBehindThrottle"}
 
 // TxnBugNames are the planted transaction bugs (the partition's:
 // engine's SetTxnBugs; the coordinator's: engine/txn's SetBugs; the
@@ -84,6 +84,7 @@ func plantBug(cfg *node.Config, name string) {
 	clientlib.SetAdminBugs(name == "LibAdminDropsRefusal")                                  // needs authorization on (the operator's intruder: operator.go)
 	clientlib.SetConnBugs(name == "LibStallNotSent", name == "LibIgnoresThrottle")          // every library client's stall verdicts and throttles (clientlib/sim_watch.go, sim_conns.go)
 	clientlib.SetUnsureBugs(name == "LibUnsureForgotten")                                   // the admin calls that change state (operator.go, wire_moves.go)
+	clientlib.SetCoordinatorBugs(name == "LibCoordinatorBehindThrottle")                    // needs Options.GroupMembers or Txn with Options.AppQuota (clientlib/coordconn.go)
 	clientlib.SetTxnBugs(name == "LibCommitSkipsFlush")                                     // needs Options.Txn (wire_txn.go's producers)
 	engine.SetTxnBugs(name == "LSOPassesOpenTxn", name == "DropAbortOnRestore")             // need Options.Txn (wire_txn.go)
 	txn.SetBugs(name == "TxnSkipsFence")                                                    // needs Options.Txn

@@ -288,7 +288,10 @@
 // 1-60 (27 drew a quota); it shows only when a throttle outlasts a following call's wait plus the
 // stall bound. The first run of the check found two bugs: clientlib ignored throttle_ms
 // (TestClientHoldsThrottledConnection, real processes), and the Kafka codec's client-side decode
-// dropped it (kafkaproto TestTranslateRoundTrip).
+// dropped it (kafkaproto TestTranslateRoundTrip). A clientlib coordinator request (a heartbeat, a
+// commit, a transaction call) on a connection its node throttled for a produce or fetch fails the
+// run (coordconn_check.go; clientlib keeps a coordinator connection of its own): planted
+// LibCoordinatorBehindThrottle, 11 of seeds 1-60 with groups forced on (27 drew a quota).
 //
 // Every native fetch answer goes to its client as a node's listener writes it: through
 // frame.AppendSpliced (the envelope marshalled around the stored batches, which are written as

@@ -50,14 +50,15 @@ import "strings"
 //     is not linearizable"): a node bug, fixed (a deposed leader's fetch
 //     served from a raft snapshot's state, node's restoreFromSnapshot);
 //     seed 141 here: a kv check's bug, fixed (wire_kv.go poll). Seed 153
-//     failed there ("groups: no convergence") and passes here only because
-//     its trace moved; its cause stays open: with the app quota
-//     (Options.AppQuota) the principal's per-node fetch bucket, drained by
-//     the kv reader too, throttled a group member's connection 5.7 s,
-//     then 13 s (throttle_ms), and clientlib sends the member's heartbeats
-//     to its coordinator on that same held connection, so its session
-//     expired and its rejoin waited past the settle bound (Kafka's client
-//     talks to its coordinator on a connection of its own);
+//     failed there ("groups: no convergence") and passed later only because
+//     its trace moved: with the app quota (Options.AppQuota) the
+//     principal's per-node fetch bucket, drained by the kv reader too,
+//     throttled a group member's connection 5.7 s, then 13 s
+//     (throttle_ms), and clientlib sent the member's heartbeats to its
+//     coordinator on that same held connection, so its session expired
+//     and its rejoin waited past the settle bound. Fixed: clientlib talks
+//     to a coordinator on a connection of its own, as Kafka's client does
+//     (clientlib/coordconn.go; checked, coordconn_check.go);
 //   - Kafka classic-protocol members (wire_classic.go: three, through the
 //     Kafka listener's JoinGroup/SyncGroup/Heartbeat handlers against the
 //     replicated coordinator) in half the seeds with groups;

@@ -666,6 +666,7 @@ func (t libTransport) CallOn(id uint64, addr string, req *strandpb.Request, done
 // deadline, so the simulator ends a lost answer's call only at
 // libBackstop.
 func (ww *wireWorkload) callOn(c *wireClient, id uint64, target int, req *strandpb.Request, onDone func(*strandpb.Response, error)) *wireCall {
+	ww.checkCoordinatorConn(id, req) // coordconn_check.go
 	call := &wireCall{onDone: onDone, backstop: libBackstop(ww.w.opts, req), hello: req.GetHello() != nil && id != 0, libConn: id}
 	if id == 0 || ww.sasl == nil {
 		ww.dispatch(c, target, req, call)

@@ -111,8 +111,20 @@ func parseSegmentName(name string) (gen uint64, i int, ok bool) {
 // the one a switch replaced) and a leftover manifest.tmp are removed. It
 // checks the manifest's CRC and rules and each segment's size; batches are
 // checked as they are read (Verify reads them all).
+//
+// It syncs dir before anything else: a process killed between a Commit's
+// rename of the manifest and its SyncDir leaves the page cache holding the
+// new generation, which Open reads, but a power loss later would still
+// bring the old one back. The store's owner reports what it opened as held
+// (node/compaction_held.go: peers trim their raft logs by it), so what Open
+// returns must be durable: the manifest's and the segments' bytes were
+// synced before the rename, and the SyncDir makes the rename so too
+// (simulator seed 143).
 func Open(disk raftlog.Disk, dir string, opts Options) (*Store, error) {
 	s := &Store{disk: disk, dir: dir, opts: opts.withDefaults()}
+	if err := disk.SyncDir(dir); err != nil {
+		return nil, fmt.Errorf("compacted: syncing %s before reading its manifest: %w", dir, err)
+	}
 	m, err := s.readManifest()
 	if err != nil {
 		return nil, err
