@@ -175,7 +175,7 @@ func (p *producer) beginInline(node uint64, ns *nodeSender, batches []sentBatch)
 	c := p.c
 	c.mu.Lock()
 	addr, ok := c.meta.Address(node)
-	bc := c.conns[addr]
+	bc := c.conns[connKey{addr: addr}] // the data connection
 	c.mu.Unlock()
 	if !ok || bc == nil || bc.isDead() {
 		return false // unknown or not connected: the sender dials or fails it
