@@ -46,6 +46,7 @@ func (c *Core) bugForgetProducers(*group)                                {}
 func (c *Core) bugRestoreIndexTimes(*group)                              {}
 func (c *Core) bugQuiescedNeverWake() bool                               { return false }
 func (c *Core) bugRestartNeverWakes() bool                               { return false }
+func (c *Core) bugFullKeepsLeading() bool                                { return false }
 func (c *Core) bugFirstBatchMustFit() bool                               { return false }
 func (c *Core) bugCheckpointState(state []byte) []byte                   { return state }
 func (g *group) bugEngineIndex(raftIndex uint64) uint64                  { return raftIndex }

@@ -70,6 +70,10 @@ type Bugs struct {
 	// a leader restarted on a full disk, which may not campaign, leaves
 	// its idle groups without a leader.
 	RestartNeverWakes bool
+	// FullLeaderKeepsLeading: a node whose disk is full refuses produce
+	// but never hands its leaderships on (diskfull.go), so its partitions
+	// take no writes while replicas with space could lead them.
+	FullLeaderKeepsLeading bool
 	// FirstBatchMustFit: a fetch serves its first batch only if it fits
 	// the fetch's byte budget, as later ones must (KIP-74 serves it
 	// whole), so a reader whose budget is smaller than the next batch is
@@ -208,6 +212,10 @@ func (c *Core) bugQuiescedNeverWake() bool { return c.cfg.Bugs.QuiescedNeverWake
 // bugRestartNeverWakes (RestartNeverWakes) turns off the wake of quiesced
 // followers whose leader's node restarted (a new incarnation).
 func (c *Core) bugRestartNeverWakes() bool { return c.cfg.Bugs.RestartNeverWakes }
+
+// bugFullKeepsLeading (FullLeaderKeepsLeading) turns off a full node's
+// hand-off of its partition leaderships.
+func (c *Core) bugFullKeepsLeading() bool { return c.cfg.Bugs.FullLeaderKeepsLeading }
 
 // bugFirstBatchMustFit (FirstBatchMustFit) holds a fetch's first batch to
 // its byte budget too.

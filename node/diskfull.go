@@ -15,7 +15,7 @@ import (
 
 // Full disks (issue 9 item 4). A node whose disk is below its free-space
 // floor (Config.MinFreeBytes, checked through raftlog.SpaceReporter every
-// spaceCheckTicks), or whose raft log write just failed with
+// SpaceCheckTicks), or whose raft log write just failed with
 // raftlog.ErrNoSpace, is *full*: its partition leaders refuse produce before
 // proposing with ErrNotEnoughSpace (retriable, NOT_ENOUGH_SPACE on the
 // wire), its partition followers drop appends carrying data (their
@@ -34,7 +34,7 @@ import (
 // reopen would need the whole node's state rebuilt).
 //
 // A full node hands its leaderships on (issue 19 item 3): every
-// spaceCheckTicks, each partition it leads transfers its leadership (raft
+// SpaceCheckTicks, each partition it leads transfers its leadership (raft
 // TransferLeader) to a voter whose node has space (its liveness frames say
 // so, liveness.go), is up, and holds the most of the log, preferring the
 // metadata's replica order. While full, and while a replica with space is
@@ -59,8 +59,8 @@ import (
 var ErrNotEnoughSpace = strandpb.NewSentinel(strandpb.ErrorCode_ERROR_CODE_NOT_ENOUGH_SPACE, "node: not enough disk space")
 
 const (
-	// spaceCheckTicks is the interval between two free-space checks.
-	spaceCheckTicks = 10
+	// SpaceCheckTicks is the interval between two free-space checks.
+	SpaceCheckTicks = 10
 	// spaceAfterFailure is the space, above the floor, a node wants back
 	// after a write failed for space before it writes again.
 	spaceAfterFailure = 1 << 20
@@ -85,7 +85,7 @@ func (c *Core) checkSpace() {
 	if c.ticks < c.space.nextCheck {
 		return
 	}
-	c.space.nextCheck = c.ticks + spaceCheckTicks
+	c.space.nextCheck = c.ticks + SpaceCheckTicks
 	sr, ok := c.cfg.Disk.(raftlog.SpaceReporter)
 	if !ok {
 		if c.space.full && c.cfg.MinFreeBytes <= 0 {
@@ -110,7 +110,7 @@ func (c *Core) checkSpace() {
 // partition it leads to a replica with space (handOffTarget), unless one
 // is in flight.
 func (c *Core) handOffForSpace() {
-	if !c.space.full || c.stall.stalled { // stalled: checkStall hands off (stall.go)
+	if !c.space.full || c.stall.stalled || c.bugFullKeepsLeading() { // stalled: checkStall hands off (stall.go)
 		return
 	}
 	for _, g := range c.partitionGroups() {
@@ -262,7 +262,7 @@ func (c *Core) setFull(full bool, free int64) {
 // floor plus spaceAfterFailure is free.
 func (c *Core) noSpace() {
 	c.space.want = max(c.cfg.MinFreeBytes, 0) + spaceAfterFailure
-	c.space.nextCheck = c.ticks + spaceCheckTicks
+	c.space.nextCheck = c.ticks + SpaceCheckTicks
 	c.setFull(true, 0)
 }
 

@@ -51,14 +51,14 @@ func TestFullDiskRefusesProduceThenRecovers(t *testing.T) {
 	for _, id := range c.ids {
 		c.disks[id].SetCapacity(0)
 	}
-	c.tick(2 * spaceCheckTicks)
+	c.tick(2 * SpaceCheckTicks)
 	var res ProduceResult
 	for i := 0; i < 20; i++ {
 		res = c.produce(c.leader(tp), ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "back", 2)})
 		if res.Err == nil {
 			break
 		}
-		c.tick(spaceCheckTicks)
+		c.tick(SpaceCheckTicks)
 	}
 	if res.Err != nil {
 		t.Fatalf("produce after space returned: %v", res.Err)
@@ -76,7 +76,7 @@ func TestFreeSpaceFloorRefusesProduce(t *testing.T) {
 		d := c.disks[id]
 		d.SetCapacity(d.UsedBytes() + 512<<10) // free 512 KiB: below the floor
 	}
-	c.tick(2 * spaceCheckTicks)
+	c.tick(2 * SpaceCheckTicks)
 	lead := c.leader(tp)
 	used := c.disks[lead].UsedBytes()
 	res := c.produce(lead, ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "x", 2)})
@@ -92,7 +92,7 @@ func TestFreeSpaceFloorRefusesProduce(t *testing.T) {
 	for _, id := range c.ids {
 		c.disks[id].SetCapacity(0)
 	}
-	c.tick(2 * spaceCheckTicks)
+	c.tick(2 * SpaceCheckTicks)
 	if res := c.produce(c.leader(tp), ProduceRequest{TopicPartition: tp, Acks: AcksAll, ProducerID: -1, Batch: testBatch(t, "y", 2)}); res.Err != nil {
 		t.Fatalf("produce once space returned: %v", res.Err)
 	}
@@ -111,7 +111,7 @@ func TestFullLeaderHandsOffLeadership(t *testing.T) {
 	full := c.leader(tp)
 	d := c.disks[full]
 	d.SetCapacity(d.UsedBytes() + 512<<10) // below the floor, only there
-	c.tick(3 * spaceCheckTicks)
+	c.tick(3 * SpaceCheckTicks)
 	if !c.cores[full].diskFull() {
 		t.Fatal("node below its floor not full")
 	}
@@ -140,7 +140,7 @@ func TestFullLeaderHandsOffLeadership(t *testing.T) {
 		t.Fatalf("high-water mark %d, want %d", hwm, want)
 	}
 	d.SetCapacity(0)
-	c.tick(3 * spaceCheckTicks)
+	c.tick(3 * SpaceCheckTicks)
 	if c.cores[full].diskFull() {
 		t.Fatal("still full once space returned")
 	}

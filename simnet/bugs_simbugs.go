@@ -59,13 +59,18 @@ var CompactBugNames = []string{"CompactKeepsOlder", "TombstoneEarly", "CompactDr
 // need the seeds that draw Options.Tiered.
 var TierBugNames = []string{"TierUploadShifted", "TierDeleteOnPropose", "TierLocalEarly", "TierRemoteOffByOne"}
 
+// FullDiskBugNames are the full disk's planted bugs (node/diskfull.go,
+// node/quiesce.go): they need the seeds whose fault mix draws full disks
+// (Faults.DiskFull).
+var FullDiskBugNames = []string{"FullLeaderKeepsLeading", "RestartNeverWakes"}
+
 // ParseBug checks a planted bug's name; "" plants none.
 func ParseBug(name string) (string, error) {
 	if name != "" && !slices.Contains(BugNames, name) && !slices.Contains(GroupBugNames, name) && !slices.Contains(MoveBugNames, name) &&
 		!slices.Contains(JoinBugNames, name) && !slices.Contains(OperatorBugNames, name) && !slices.Contains(SampleBugNames, name) &&
 		!slices.Contains(ClientBugNames, name) && !slices.Contains(TxnBugNames, name) &&
 		!slices.Contains(CompactBugNames, name) && !slices.Contains(LoopBugNames, name) && !slices.Contains(WireBugNames, name) &&
-		!slices.Contains(TierBugNames, name) {
+		!slices.Contains(TierBugNames, name) && !slices.Contains(FullDiskBugNames, name) {
 		return "", fmt.Errorf("simnet: unknown bug %q", name)
 	}
 	return name, nil
@@ -145,6 +150,10 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.QuiescedNeverWake = true
 	case "FirstBatchMustFit":
 		cfg.Bugs.FirstBatchMustFit = true
+	case "FullLeaderKeepsLeading": // needs Faults.DiskFull
+		cfg.Bugs.FullLeaderKeepsLeading = true
+	case "RestartNeverWakes": // needs Faults.DiskFull
+		cfg.Bugs.RestartNeverWakes = true
 	case "StalledLeaderKeepsLeading": // needs a disk stall (seedOptions draws one)
 		cfg.Bugs.StalledLeaderKeepsLeading = true
 	case "MoveDropsOldReplicaEarly":

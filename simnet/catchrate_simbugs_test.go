@@ -60,6 +60,7 @@ func TestSimCatchRate(t *testing.T) {
 	bugs = append(bugs, LoopBugNames...)
 	bugs = append(bugs, WireBugNames...)
 	bugs = append(bugs, TierBugNames...)
+	bugs = append(bugs, FullDiskBugNames...)
 	if *flagBugs != "" {
 		bugs = strings.Split(*flagBugs, ",")
 	}
@@ -93,6 +94,9 @@ func TestSimCatchRate(t *testing.T) {
 			}
 			if slices.Contains(TierBugNames, bug) && !o.Tiered {
 				continue // the seed did not draw tiered storage
+			}
+			if slices.Contains(FullDiskBugNames, bug) && o.Faults.DiskFull == 0 {
+				continue // the seed's fault mix has no full disk
 			}
 			row.eligible++
 			o.StopAtFailure = true

@@ -116,7 +116,7 @@ func (p *planner) pollDiskStall() {
 	}
 	due := float64(w.work.issued) >= w.opts.Faults.DiskStallAfter*float64(w.opts.Ops)
 	i := -1
-	if due && !p.inc.running {
+	if due && !p.inc.running && !p.fullEp.active {
 		if i = p.stallVictim(); i < 0 {
 			p.holdUntil = max(p.holdUntil, w.now()+diskStallPoll)
 			if p.stall.waited += diskStallPoll; p.stall.waited >= diskStallWaitMax {
@@ -230,9 +230,11 @@ func (p *planner) endStallEpisode(n *simNode) {
 	}
 }
 
-// stallActive reports whether a disk-stall episode is under way: the
-// overloads and the fsync crash points wait for its end.
-func (p *planner) stallActive() bool { return p.stall.active }
+// stallActive reports whether a disk-stall episode, or a full-disk
+// episode (fulldisk.go), is under way: the overloads, the fsync crash
+// points, the rolling restart's kills and the moves' targeted crashes
+// wait for its end, and the liveness bounds wait it out.
+func (p *planner) stallActive() bool { return p.stall.active || p.fullEp.active }
 
 // parkSync holds a fsync of the stalled node n until its stall ends. The
 // first one of an episode starts its check: the groups n leads then, and

@@ -388,6 +388,10 @@
 //     (RestoreIndexTimes is seen by no client-visible check, only here).
 //   - Recovery check: right after Open, every log it recovered must already be synced (raft treats
 //     recovered data as stable): the page cache of a killed process is never trusted.
+//   - Full-disk leadership (fullcheck.go): a node whose disk is below its floor must lead, past its
+//     space-check interval + two election timeouts + 1 s, no partition another voter with space
+//     that reaches it and a majority could lead (check/full-disk-leader); seeds that draw full disks
+//     run one episode holding a leader's disk at half its floor (fulldisk.go). FullLeaderKeepsLeading.
 //   - Coverage: each run prints a sorted table of faults fired, rare events (elections,
 //     truncations, checkpoints, duplicates, TRIMs, compactions, snapshots sent and installed, rolls
 //     by age, rejoins, repairs, full disks, throttled appends, ...) and checks made;

@@ -78,7 +78,8 @@ type planner struct {
 	inc       incidents // the scheduled incidents (incidents.go)
 	// starvedBase[i]: node i's tick period before it was starved.
 	starvedBase []time.Duration
-	stall       diskStall // the disk-stall episodes (diskstall.go)
+	stall       diskStall   // the disk-stall episodes (diskstall.go)
+	fullEp      fullEpisode // the full-disk episode (fulldisk.go)
 	// followerCutUntil is when the running isolateFollower cut heals: no
 	// second one begins before (0: none ran).
 	followerCutUntil time.Duration
@@ -127,6 +128,7 @@ func (p *planner) start() {
 	p.scheduleRolling()
 	p.scheduleOverload()
 	p.scheduleDiskStall()
+	p.scheduleFullEpisode() // fulldisk.go
 	p.scheduleIncidents()
 	if p.total == 0 || p.w.opts.Faults.Interval <= 0 {
 		return

@@ -101,6 +101,9 @@ func (w *world) dispatch(e *event) {
 		w.guardCall(n, n.round.Tick)
 		w.endInput(n)
 		if n.up && n.incarnation == e.incarnation {
+			w.lookAtFullNode(n) // fullcheck.go
+		}
+		if n.up && n.incarnation == e.incarnation {
 			w.sched.schedule(n.tickInterval, &event{kind: evTick, node: e.node, incarnation: e.incarnation})
 		}
 	case evFrame:

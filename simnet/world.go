@@ -88,6 +88,7 @@ type simNode struct {
 	wiped       bool // its disk was replaced by an empty one (counts as damage)
 	rejoins     rejoinSeen
 	fullUntil   time.Duration // virtual time its full disk gets space back; 0: not full
+	full        fullWatch     // the full-disk leadership check's state (fullcheck.go)
 	restartDue  bool          // a restart event is queued
 	// heldDown: an incident keeps the node down until it restarts it
 	// (incidents.go); restarts the fault mix queued earlier wait.
