@@ -28,7 +28,10 @@ import (
 // is refused unless Config.TieredStorageUnfinished.
 //
 // Uploads, on the leader of a tiered partition, at each retention check
-// (tierCheck), one job at a time per partition:
+// (tierCheck), one job at a time per partition, once the leader applied
+// an entry of its own term (its manifest then holds every committed ADD:
+// it never uploads again, as its own term's object, a range an older
+// leader's ADD covers):
 //
 //  1. tier.Manifest.NextUpload over the sealed raft segments as offset
 //     ranges (through the engine's index) and the last stable offset names
@@ -169,10 +172,18 @@ func (c *Core) tierCheck(g *group) {
 		return
 	}
 	g.tier.adding = nil
+	if g.tier.appliedTerm != term {
+		// A new leader uploads once it applied an entry of its own term:
+		// its manifest then holds every committed TIER_ADD, so it neither
+		// uploads again, under its term's key, a range an older leader's
+		// ADD covers, nor starts past a range whose ADD it has yet to
+		// apply (simnet/tier_replicated.go checks both at every Put).
+		return
+	}
 	if c.startTierUpload(g, term) {
 		return
 	}
-	if c.ticks >= g.tier.sweepAt && g.tier.appliedTerm == term {
+	if c.ticks >= g.tier.sweepAt {
 		c.startTierSweep(g, term)
 	}
 }
@@ -206,7 +217,9 @@ func (c *Core) sealedRanges(g *group) []tier.Range {
 // whether a job started.
 func (c *Core) startTierUpload(g *group, term uint64) bool {
 	m := g.part.Tier()
-	rng, ok := m.NextUpload(g.part.LogStartOffset(), c.sealedRanges(g), g.part.LastStableOffset())
+	sealed, stable := c.sealedRanges(g), g.part.LastStableOffset()
+	rng, ok := m.NextUpload(g.part.LogStartOffset(), sealed, stable)
+	rng, ok = c.bugTierNextUpload(g, sealed, stable, rng, ok) // planted-bug hook (-tags simbugs)
 	if !ok {
 		return false
 	}
@@ -376,6 +389,7 @@ func (c *Core) finishTierJob(token uint64, job syncJob, err error) {
 // this replica no longer leads in the object's term, deletes the object.
 func (c *Core) proposeTierAdd(g *group, j *tierJob) {
 	c.stats.TierUploads++
+	c.bugTierUploaded(g, j.seg) // planted-bug hook (-tags simbugs)
 	g.tier.backoff = 0
 	if _, term, leading := g.leadership(); !leading || term != j.seg.Term {
 		g.tier.deletes = append(g.tier.deletes, j.key)
