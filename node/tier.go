@@ -23,9 +23,10 @@ import (
 // integration", steps 1-5). Built: the topic settings and their gate,
 // uploads, deletion from the bucket, local retention (tierLocalLimit, with
 // total retention over the remote segments, remoteRetention) and remote
-// reads (tier_read.go). Not built: the checks of step 6 in full, recovery
-// from the bucket and the visible figures, so remote.storage.enable=true
-// is refused unless Config.TieredStorageUnfinished.
+// reads (tier_read.go), the figures of both tiers (tier_view.go: topic
+// describe, /metrics). Not built: recovery from the bucket, upload
+// throttling, so remote.storage.enable=true is refused unless
+// Config.TieredStorageUnfinished.
 //
 // Uploads, on the leader of a tiered partition, at each retention check
 // (tierCheck), one job at a time per partition, once the leader applied
@@ -96,6 +97,8 @@ type tierState struct {
 	sweepAt uint64
 	// appliedTerm is the raft term of the last entry applied.
 	appliedTerm uint64
+	// counts are the replica's figures (tier_view.go).
+	counts tierCounts
 }
 
 // tierJob is a tier job in flight: an upload (read, seg, object), a
@@ -137,7 +140,7 @@ func (c *Core) gateTiering(sets []metadata.ConfigEntry) error {
 			return fmt.Errorf("%w: %s=true: %w", metadata.ErrInvalidConfig, e.Name, errTierStore)
 		}
 		if !c.cfg.TieredStorageUnfinished {
-			return fmt.Errorf("%w: %s=true is not enforced yet (tiered storage is unfinished: no recovery from the bucket, no figures of it); leave it unset",
+			return fmt.Errorf("%w: %s=true is not enforced yet (tiered storage is unfinished: no recovery from the bucket); leave it unset",
 				metadata.ErrInvalidConfig, e.Name)
 		}
 	}
@@ -235,6 +238,7 @@ func (c *Core) startTierUpload(g *group, term uint64) bool {
 	rng.End = min(rng.End, last.BaseOffset+int64(last.RecordCount))
 	pre, read, err := g.log.StartRead(locs[0].RaftIndex, last.RaftIndex+1, math.MaxUint64)
 	if err != nil {
+		g.tier.counts.uploadErrs++
 		c.tierFailed(g, fmt.Errorf("upload of [%d, %d): %w", rng.Base, rng.End, err))
 		return false
 	}
@@ -376,6 +380,7 @@ func (c *Core) finishTierJob(token uint64, job syncJob, err error) {
 			}
 		}
 		if err != nil {
+			g.tier.counts.uploadErrs++
 			c.tierFailed(g, fmt.Errorf("upload of [%d, %d): %w", j.seg.Base, j.seg.End, err))
 			return
 		}
@@ -389,6 +394,8 @@ func (c *Core) finishTierJob(token uint64, job syncJob, err error) {
 // this replica no longer leads in the object's term, deletes the object.
 func (c *Core) proposeTierAdd(g *group, j *tierJob) {
 	c.stats.TierUploads++
+	g.tier.counts.uploads++
+	g.tier.counts.upBytes += uint64(j.seg.Bytes)
 	c.bugTierUploaded(g, j.seg) // planted-bug hook (-tags simbugs)
 	g.tier.backoff = 0
 	if _, term, leading := g.leadership(); !leading || term != j.seg.Term {
