@@ -24,9 +24,9 @@ import (
 // uploads, deletion from the bucket, local retention (tierLocalLimit, with
 // total retention over the remote segments, remoteRetention) and remote
 // reads (tier_read.go), the figures of both tiers (tier_view.go: topic
-// describe, /metrics). Not built: recovery from the bucket, upload
-// throttling, so remote.storage.enable=true is refused unless
-// Config.TieredStorageUnfinished.
+// describe, /metrics) and an upload budget (tier_throttle.go). Not built:
+// recovery from the bucket, so remote.storage.enable=true is refused
+// unless Config.TieredStorageUnfinished.
 //
 // Uploads, on the leader of a tiered partition, at each retention check
 // (tierCheck), one job at a time per partition, once the leader applied
@@ -183,7 +183,7 @@ func (c *Core) tierCheck(g *group) {
 		// apply (simnet/tier_replicated.go checks both at every Put).
 		return
 	}
-	if c.startTierUpload(g, term) {
+	if !c.tierUploadHeld() && c.startTierUpload(g, term) { // tier_throttle.go
 		return
 	}
 	if c.ticks >= g.tier.sweepAt {
@@ -394,6 +394,7 @@ func (c *Core) finishTierJob(token uint64, job syncJob, err error) {
 // this replica no longer leads in the object's term, deletes the object.
 func (c *Core) proposeTierAdd(g *group, j *tierJob) {
 	c.stats.TierUploads++
+	c.tierUploadCharge(j.seg.Bytes) // tier_throttle.go
 	g.tier.counts.uploads++
 	g.tier.counts.upBytes += uint64(j.seg.Bytes)
 	c.bugTierUploaded(g, j.seg) // planted-bug hook (-tags simbugs)
