@@ -140,7 +140,7 @@
 //     happen, that no replica deletes a local record the committed manifest did not cover when
 //     it decided to, and that no Put starts past the committed remote log's end or uploads a
 //     range an older term's committed segment covers; planted TierUploadNotReplicated (the
-//     leader counts its upload as remote when the Put answers), caught in 11 of 25 tiered
+//     leader counts its upload as remote when the Put answers), caught in 10 of 25 tiered
 //     seeds of 1-60. NOT BUILT: crashes mid-upload are drawn only as the sample's crashes; recovery from the bucket
 //     (`topic recover`), the flags, the real-process test, the README section.
 //
