@@ -114,7 +114,34 @@ type PartitionLog struct {
 	// Compaction is the leader's compaction state; nil when the topic
 	// does not compact and never did.
 	Compaction *PartitionCompaction
-	Err        error
+	// Tier is the leader's two tiers; nil when the topic is not tiered
+	// (remote.storage.enable) on the leader's node.
+	Tier *PartitionTier
+	Err  error
+}
+
+// PartitionTier is a partition leader's two tiers (issue 27): LocalBytes
+// its raft log on disk, RemoteBytes and RemoteSegments the objects the
+// replicated manifest lists, [RemoteStart, RemoteEnd) the remote log's
+// offsets (both -1 while nothing was uploaded), and the upload lag:
+// UploadLagBytes of local segments holding records not yet remote (the
+// active segment among them), UploadLag the age of the oldest such record.
+type PartitionTier struct {
+	LocalBytes             int64
+	RemoteBytes            int64
+	RemoteSegments         int32
+	RemoteStart, RemoteEnd int64
+	UploadLagBytes         int64
+	UploadLag              time.Duration
+}
+
+func tierFromWire(w *strandpb.PartitionTier) *PartitionTier {
+	if w == nil {
+		return nil
+	}
+	return &PartitionTier{LocalBytes: w.GetLocalBytes(), RemoteBytes: w.GetRemoteBytes(), RemoteSegments: w.GetRemoteSegments(),
+		RemoteStart: w.GetRemoteStart(), RemoteEnd: w.GetRemoteEnd(), UploadLagBytes: w.GetUploadLagBytes(),
+		UploadLag: time.Duration(w.GetUploadLagMs()) * time.Millisecond}
 }
 
 // PartitionCompaction is a partition leader's compaction state (issue 24).
@@ -213,7 +240,7 @@ func (c *Client) describePartitionLog(ctx context.Context, topic string, partiti
 					HighWatermark: a.GetHighWatermark(), SizeBytes: a.GetSizeBytes(), Segments: a.GetSegments(),
 					OldestTimestampMs: a.GetOldestTimestampMs(), MoveTarget: a.GetMoveTarget(),
 					MoveProgress: moveProgressFromWire(a.GetMoveProgress()), LaggingReplicas: a.GetLaggingReplicas(),
-					Compaction: compactionFromWire(a.GetCompaction())}
+					Compaction: compactionFromWire(a.GetCompaction()), Tier: tierFromWire(a.GetTier())}
 				return nil
 			}
 		}

@@ -81,6 +81,9 @@ type ReplicaView struct {
 	Move []MoveProgress
 	// Compaction is the replica's compaction state (compaction_view.go).
 	Compaction CompactionView
+	// Tier is the replica's two tiers (tier_view.go; Tiered false when
+	// its topic is not tiered on this node).
+	Tier TierView
 }
 
 // MoveRatio is the fraction of a move's catch-up done, from a leader's
@@ -196,7 +199,7 @@ func (c *Core) replicaView(g *group) ReplicaView {
 	st := c.groupStatus(g)
 	st.HighWatermark, st.LogStartOffset = g.part.HighWatermark(), g.part.LogStartOffset()
 	rv := ReplicaView{GroupStatus: st, SizeBytes: g.log.SizeBytes(), OldestTimestampMs: g.part.OldestTimestampMs(),
-		LastStableOffset: g.part.LastStableOffset(), Compaction: c.compactionView(g)}
+		LastStableOffset: g.part.LastStableOffset(), Compaction: c.compactionView(g), Tier: c.tierView(g)}
 	rv.LastIndex, _ = g.log.LastIndex()
 	if st.IsLeader {
 		rv.Followers = c.followers(g)

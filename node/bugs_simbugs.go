@@ -177,6 +177,10 @@ type Bugs struct {
 	// EndTxn's markers as the request arrives, before its decision is
 	// durable (txn_bugs_simbugs.go).
 	MarkersBeforeDecision bool
+	// TierUploadNotReplicated: the leader counts an upload as remote once
+	// its Put answers, in its own memory, not once its TIER_ADD applies
+	// (tier_bugs_simbugs.go).
+	TierUploadNotReplicated bool
 }
 
 // bugCoordinatorFromEnd (MoveRacesRebalance) starts co at the
@@ -347,6 +351,9 @@ type groupBugs struct {
 	shifts []indexShift
 	// ghostCount: records acknowledged early (AckBeforeCommit), not applied.
 	ghostCount int64
+	// tierCursor: the end of the last upload this node's leader saw put
+	// (TierUploadNotReplicated, tier_bugs_simbugs.go).
+	tierCursor int64
 }
 
 // produceBugs is a produce wait's planted-bug state.

@@ -137,6 +137,11 @@ type Config struct {
 	// it, and a pass holds between its steps while over it, never the
 	// loop. 0: unlimited.
 	CompactionBytesPerSec int64
+	// TierUploadBytesPerSec bounds the bytes per second this node's tier
+	// uploads put, all partitions together (tier_throttle.go): an upload
+	// starts only while the budget is not in debt, and each charges its
+	// object's bytes when it starts. 0: unlimited.
+	TierUploadBytesPerSec int64
 	// PendingRequestsMax bounds the produces and fetches waiting in one
 	// group (default 4096); beyond it requests fail with ErrBusy.
 	PendingRequestsMax int
@@ -484,6 +489,9 @@ type Core struct {
 	throttle throttle
 	// passBudget is the compaction passes' I/O budget (compaction_replica.go).
 	passBudget passBudget
+	// uploadFreeAt is when the tier uploads' budget is out of debt, on the
+	// monotonic clock (tier_throttle.go).
+	uploadFreeAt time.Duration
 
 	sessions       []*fetchSession
 	sessionsParked int         // parked and not finished: at most PendingRequestsMax

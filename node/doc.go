@@ -715,4 +715,19 @@
 //     flag (only time moved, which the check covers). Still walks of every group: each tick, the
 //     raft tick of the non-quiesced ones; and each round of every Process, writeAppends
 //     (pipeline.go, and its WAL twin in wal.go) looking for queued appends.
+//
+// # Tiered storage (tier*.go; issue 27)
+//
+// tier.go holds the design (uploads, deletion, local retention); what is remote is the replicated
+// manifest only (TIER_ADD entries): a leader uploads once it applied an entry of its own term, and
+// a replica deletes a local raft segment only when an applied ADD covers its records
+// (tierLocalLimit). simnet/tier_replicated.go checks both as they happen (every compaction decided
+// and finished, every Put). tier_view.go is what describe and /metrics show per replica: local
+// and remote bytes, remote objects and offsets, the upload lag (bytes of the local segments
+// holding records not yet remote, the active one included; age of the oldest such record) and
+// read/upload counters since the node opened the replica. tier_throttle.go: uploads share a
+// node-wide bytes/s budget (Config.TierUploadBytesPerSec, `strand serve
+// --tier-upload-bytes-per-sec`) timed by the Clock; an upload is charged its object when it ends,
+// and none starts while the budget is in debt. local.retention.* are enforced on tiered topics
+// only; describe says they have no effect elsewhere (metadata.LocalRetentionNote).
 package node

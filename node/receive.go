@@ -70,6 +70,7 @@ type Stats struct {
 	// ones that failed (tier_read.go).
 	TierReads, TierReadErrors int
 	Compactions               uint64 // raft log compactions behind a snapshot
+	CompactionsDecided        uint64 // raft log compactions decided (Compactions: finished)
 	// CompactionPasses counts this node's compaction passes made current
 	// (compaction_replica.go); CompactionsDiverged the COMPACT_DONE
 	// entries applied with another outcome than the one recorded.

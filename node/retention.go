@@ -63,6 +63,9 @@ type retentionState struct {
 	trimDeadline uint64
 	// compactor builds the snapshot a compaction needs; nil when none runs.
 	compactor *compactor
+	// decided and done count this replica's compactions decided and
+	// finished (TierLocalStart: the simulator's local deletion check).
+	decided, done uint64
 	// logStart is the log start at the last check: a TRIM applied since
 	// makes the group due (retentionDue), as does due, set when a
 	// compaction finishes.

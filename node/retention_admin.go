@@ -206,5 +206,16 @@ func (c *Core) describePartition(g *group) *strandpb.DescribePartitionsResponse_
 		MoveProgress:      wireMoveProgress(c.moveProgress(g)),
 		LaggingReplicas:   c.laggingFollowers(g),
 		Compaction:        cv,
+		Tier:              wireTierView(c.tierView(g)),
 	}
+}
+
+// wireTierView is v on the wire; nil when the partition is not tiered.
+func wireTierView(v TierView) *strandpb.PartitionTier {
+	if !v.Tiered {
+		return nil
+	}
+	return &strandpb.PartitionTier{LocalBytes: v.LocalBytes, RemoteBytes: v.RemoteBytes, RemoteSegments: int32(v.RemoteSegments),
+		RemoteStart: v.RemoteStart, RemoteEnd: v.RemoteEnd, UploadLagBytes: v.UploadLagBytes,
+		UploadLagMs: int64(v.UploadLagSeconds * 1000)}
 }

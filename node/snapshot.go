@@ -112,6 +112,8 @@ func (c *Core) maybeCompact(g *group) {
 		k.part, k.next = part, index+1
 	}
 	g.ret.compactor = k
+	g.ret.decided++
+	c.stats.CompactionsDecided++
 	c.compactStep(g)
 }
 
@@ -177,6 +179,7 @@ func (c *Core) compacted(g *group, target uint64) {
 	g.part.Compacted(target)
 	g.ret.due = true // a TRIM applied meanwhile may allow the next one (retention.go)
 	c.stats.Compactions++
+	g.ret.done++
 	if run := g.log.TakeTrash(); run != nil {
 		c.startTrash(g, run)
 	}

@@ -23,12 +23,16 @@ import (
 // integration", steps 1-5). Built: the topic settings and their gate,
 // uploads, deletion from the bucket, local retention (tierLocalLimit, with
 // total retention over the remote segments, remoteRetention) and remote
-// reads (tier_read.go). Not built: the checks of step 6 in full, recovery
-// from the bucket and the visible figures, so remote.storage.enable=true
-// is refused unless Config.TieredStorageUnfinished.
+// reads (tier_read.go), the figures of both tiers (tier_view.go: topic
+// describe, /metrics) and an upload budget (tier_throttle.go). Not built:
+// recovery from the bucket, so remote.storage.enable=true is refused
+// unless Config.TieredStorageUnfinished.
 //
 // Uploads, on the leader of a tiered partition, at each retention check
-// (tierCheck), one job at a time per partition:
+// (tierCheck), one job at a time per partition, once the leader applied
+// an entry of its own term (its manifest then holds every committed ADD:
+// it never uploads again, as its own term's object, a range an older
+// leader's ADD covers):
 //
 //  1. tier.Manifest.NextUpload over the sealed raft segments as offset
 //     ranges (through the engine's index) and the last stable offset names
@@ -93,6 +97,8 @@ type tierState struct {
 	sweepAt uint64
 	// appliedTerm is the raft term of the last entry applied.
 	appliedTerm uint64
+	// counts are the replica's figures (tier_view.go).
+	counts tierCounts
 }
 
 // tierJob is a tier job in flight: an upload (read, seg, object), a
@@ -134,7 +140,7 @@ func (c *Core) gateTiering(sets []metadata.ConfigEntry) error {
 			return fmt.Errorf("%w: %s=true: %w", metadata.ErrInvalidConfig, e.Name, errTierStore)
 		}
 		if !c.cfg.TieredStorageUnfinished {
-			return fmt.Errorf("%w: %s=true is not enforced yet (tiered storage is unfinished: no recovery from the bucket, no figures of it); leave it unset",
+			return fmt.Errorf("%w: %s=true is not enforced yet (tiered storage is unfinished: no recovery from the bucket); leave it unset",
 				metadata.ErrInvalidConfig, e.Name)
 		}
 	}
@@ -169,10 +175,18 @@ func (c *Core) tierCheck(g *group) {
 		return
 	}
 	g.tier.adding = nil
-	if c.startTierUpload(g, term) {
+	if g.tier.appliedTerm != term {
+		// A new leader uploads once it applied an entry of its own term:
+		// its manifest then holds every committed TIER_ADD, so it neither
+		// uploads again, under its term's key, a range an older leader's
+		// ADD covers, nor starts past a range whose ADD it has yet to
+		// apply (simnet/tier_replicated.go checks both at every Put).
 		return
 	}
-	if c.ticks >= g.tier.sweepAt && g.tier.appliedTerm == term {
+	if !c.tierUploadHeld() && c.startTierUpload(g, term) { // tier_throttle.go
+		return
+	}
+	if c.ticks >= g.tier.sweepAt {
 		c.startTierSweep(g, term)
 	}
 }
@@ -206,7 +220,9 @@ func (c *Core) sealedRanges(g *group) []tier.Range {
 // whether a job started.
 func (c *Core) startTierUpload(g *group, term uint64) bool {
 	m := g.part.Tier()
-	rng, ok := m.NextUpload(g.part.LogStartOffset(), c.sealedRanges(g), g.part.LastStableOffset())
+	sealed, stable := c.sealedRanges(g), g.part.LastStableOffset()
+	rng, ok := m.NextUpload(g.part.LogStartOffset(), sealed, stable)
+	rng, ok = c.bugTierNextUpload(g, sealed, stable, rng, ok) // planted-bug hook (-tags simbugs)
 	if !ok {
 		return false
 	}
@@ -222,6 +238,7 @@ func (c *Core) startTierUpload(g *group, term uint64) bool {
 	rng.End = min(rng.End, last.BaseOffset+int64(last.RecordCount))
 	pre, read, err := g.log.StartRead(locs[0].RaftIndex, last.RaftIndex+1, math.MaxUint64)
 	if err != nil {
+		g.tier.counts.uploadErrs++
 		c.tierFailed(g, fmt.Errorf("upload of [%d, %d): %w", rng.Base, rng.End, err))
 		return false
 	}
@@ -363,6 +380,7 @@ func (c *Core) finishTierJob(token uint64, job syncJob, err error) {
 			}
 		}
 		if err != nil {
+			g.tier.counts.uploadErrs++
 			c.tierFailed(g, fmt.Errorf("upload of [%d, %d): %w", j.seg.Base, j.seg.End, err))
 			return
 		}
@@ -376,6 +394,10 @@ func (c *Core) finishTierJob(token uint64, job syncJob, err error) {
 // this replica no longer leads in the object's term, deletes the object.
 func (c *Core) proposeTierAdd(g *group, j *tierJob) {
 	c.stats.TierUploads++
+	c.tierUploadCharge(j.seg.Bytes) // tier_throttle.go
+	g.tier.counts.uploads++
+	g.tier.counts.upBytes += uint64(j.seg.Bytes)
+	c.bugTierUploaded(g, j.seg) // planted-bug hook (-tags simbugs)
 	g.tier.backoff = 0
 	if _, term, leading := g.leadership(); !leading || term != j.seg.Term {
 		g.tier.deletes = append(g.tier.deletes, j.key)

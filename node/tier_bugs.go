@@ -2,7 +2,10 @@
 
 package node
 
-import "github.com/strandlog/strand/engine"
+import (
+	"github.com/strandlog/strand/engine"
+	"github.com/strandlog/strand/engine/tier"
+)
 
 // Planted-bug hooks of tiered storage (tier_bugs_simbugs.go): nothing in
 // production builds.
@@ -12,3 +15,7 @@ func (c *Core) bugTierLocations(_ *group, locs []engine.BatchLocation) []engine.
 func (c *Core) bugTierDeleteOnPropose(*group, string)           {}
 func (c *Core) bugTierLocalBound(_ *group, bound uint64) uint64 { return bound }
 func (c *Core) bugTierRemoteOffByOne() bool                     { return false }
+func (c *Core) bugTierUploaded(*group, tier.Segment)            {}
+func (c *Core) bugTierNextUpload(_ *group, _ []tier.Range, _ int64, rng tier.Range, ok bool) (tier.Range, bool) {
+	return rng, ok
+}

@@ -150,3 +150,24 @@ func brief(b tier.Batch) tierBatchFields {
 	return tierBatchFields{b.BaseOffset, b.NextOffset, b.AppendTimeMs, b.ProducerID, b.MaxTimeMs, b.ProducerEpoch,
 		b.BaseSequence, b.CoordinatorEpoch, b.Transactional, b.Marker, b.Commit, len(b.Data)}
 }
+
+// TierLocal answers, for tp's replica on this node, the first offset its
+// raft log still holds and its log start (the records [logStart, first)
+// live only in the bucket), and how many compactions of its raft log it
+// decided and finished: for the simulator's check that no replica deletes
+// a record no committed TIER_ADD covered when it decided to.
+func (c *Core) TierLocal(tp TopicPartition) (first, logStart int64, decided, done uint64, ok bool) {
+	g := c.byTP[tp]
+	if g == nil || g.part == nil {
+		return 0, 0, 0, 0, false
+	}
+	first, ok = c.firstInRaftLog(g)
+	return first, g.part.LogStartOffset(), g.ret.decided, g.ret.done, ok
+}
+
+// Compactions answers how many raft log compactions this node decided
+// and finished (Stats.CompactionsDecided and Compactions, without copying
+// Stats), so the simulator looks at TierLocal only when they move.
+func (c *Core) Compactions() (decided, finished uint64) {
+	return c.stats.CompactionsDecided, c.stats.Compactions
+}

@@ -102,10 +102,14 @@ func (c *Core) readRemote(g *group, f *coldRead, offset, budget int64, markers b
 		f.remote = nil
 		if r.err != nil {
 			c.stats.TierReadErrors++
+			g.tier.counts.readErrs++
 			return nil, 0, fmt.Errorf("%w: remote read of %s at %d: %w", ErrReplicaRecovering, key, offset, r.err)
 		}
 		c.cacheTierIndex(tierIndex{key: key, footer: r.footer, index: r.index})
 		out, through := remoteBatches(r.batches, offset, budget, markers)
+		for _, b := range out {
+			g.tier.counts.readBytes += uint64(len(b.Batch))
+		}
 		return out, through, nil
 	}
 	if f.tries >= coldReadTriesMax {
@@ -125,6 +129,7 @@ func (c *Core) readRemote(g *group, f *coldRead, offset, budget int64, markers b
 	f.token = c.queueJob(syncJob{g: g, run: func() error { return r.run(store) }, cold: f, untimed: true})
 	c.coldReads = append(c.coldReads, f)
 	c.stats.TierReads++
+	g.tier.counts.reads++
 	return nil, 0, errReadPending
 }
 

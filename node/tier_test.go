@@ -212,4 +212,31 @@ func TestTierLocalRetentionAndRemoteRead(t *testing.T) {
 	if st := c.cores[lead].Stats(); st.TierReads == 0 {
 		t.Fatal("no remote read")
 	}
+	checkTierView(t, c, tp, lead)
+}
+
+// checkTierView shows the figures of both tiers after the read above: the
+// leader's view names the remote log from offset 0 (its bytes and objects
+// the manifest's), counts its uploads and the remote reads and their
+// bytes, and its upload lag covers what is not remote: the records from
+// the remote log's end (the active segment at least) with an age.
+func checkTierView(t *testing.T, c *cluster, tp TopicPartition, lead NodeID) {
+	t.Helper()
+	g := c.cores[lead].byTP[tp]
+	v := c.cores[lead].tierView(g)
+	m := g.part.Tier()
+	if !v.Tiered || v.RemoteStart != 0 || v.RemoteEnd != m.Next() || v.RemoteBytes != m.Bytes() || v.RemoteSegments != len(m.Segments()) || v.RemoteSegments == 0 {
+		t.Fatalf("leader's tier view %+v, manifest %d segments [%d, %d) of %d bytes", v, len(m.Segments()), m.Start(), m.Next(), m.Bytes())
+	}
+	if v.LocalBytes != g.log.SizeBytes() || v.Uploads == 0 || v.UploadedBytes == 0 || v.RemoteReads == 0 || v.RemoteReadBytes == 0 {
+		t.Fatalf("leader's tier view %+v: want its raft log's size, uploads and remote reads counted", v)
+	}
+	if hw := g.part.HighWatermark(); m.Next() < hw && (v.UploadLagBytes <= 0 || v.UploadLagSeconds < 0) {
+		t.Fatalf("records [%d, %d) not remote, upload lag %d bytes %v s", m.Next(), hw, v.UploadLagBytes, v.UploadLagSeconds)
+	}
+	for _, id := range c.ids {
+		if fv := c.cores[id].tierView(c.cores[id].byTP[tp]); fv.RemoteStart != 0 || fv.RemoteSegments == 0 {
+			t.Fatalf("node %d: tier view %+v: every replica shows the replicated manifest", id, fv)
+		}
+	}
 }

@@ -57,7 +57,7 @@ var CompactBugNames = []string{"CompactKeepsOlder", "TombstoneEarly", "CompactDr
 
 // TierBugNames are tiered storage's planted bugs (node/tier.go): they
 // need the seeds that draw Options.Tiered.
-var TierBugNames = []string{"TierUploadShifted", "TierDeleteOnPropose", "TierLocalEarly", "TierRemoteOffByOne"}
+var TierBugNames = []string{"TierUploadShifted", "TierDeleteOnPropose", "TierLocalEarly", "TierRemoteOffByOne", "TierUploadNotReplicated"}
 
 // FullDiskBugNames are the full disk's planted bugs (node/diskfull.go,
 // node/quiesce.go): they need the seeds whose fault mix draws full disks
@@ -186,5 +186,7 @@ func plantBug(cfg *node.Config, name string) {
 		cfg.Bugs.TierLocalEarly = true
 	case "TierRemoteOffByOne": // needs Options.Tiered
 		cfg.Bugs.TierRemoteOffByOne = true
+	case "TierUploadNotReplicated": // needs Options.Tiered
+		cfg.Bugs.TierUploadNotReplicated = true
 	}
 }

@@ -67,7 +67,7 @@ func (c *checker) onApply(n *simNode, tp node.TopicPartition, topicID, index, te
 		return
 	}
 	g = c.w.incarnations.slot(g, topicID)
-	c.w.tierApplied(tp, topicID, index) // tier.go
+	c.w.tierApplied(n, tp, topicID, index) // tier.go
 	d := entryDigest(term, data)
 	c.w.trace.u64(d)
 	k := applyKey{group: g, index: index}

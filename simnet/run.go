@@ -83,7 +83,8 @@ func (w *world) run() {
 		}
 		w.traceEvent(e)
 		w.dispatch(e)
-		w.tierTick() // tier.go
+		w.tierTick()           // tier.go
+		w.checkTierDeletions() // tier_replicated.go
 	}
 }
 

@@ -48,11 +48,18 @@ const (
 // drawTiered is the seed's draw of Options.Tiered.
 func drawTiered(seed uint64) bool { return newStream(seed, streamTier).IntN(3) == 0 }
 
-// bucketFaults is the bucket's Decider.
-type bucketFaults struct{ r *rand.Rand }
+// bucketFaults is the bucket's Decider; onPut sees every Put's key
+// before it happens (the upload check, tier_replicated.go).
+type bucketFaults struct {
+	r     *rand.Rand
+	onPut func(key string)
+}
 
 // Decide draws op's fault from the seed's stream.
 func (f *bucketFaults) Decide(op, key string) memstore.Fault {
+	if op == "put" && f.onPut != nil {
+		f.onPut(key)
+	}
 	switch n := f.r.IntN(1000); {
 	case n < tierFailPermille:
 		return memstore.Fail
@@ -64,10 +71,10 @@ func (f *bucketFaults) Decide(op, key string) memstore.Fault {
 
 // newBucket is the run's bucket, its faults from the tier stream (after
 // the draw of Tiered).
-func newBucket(o Options) *memstore.Store {
+func newBucket(o Options, onPut func(key string)) *memstore.Store {
 	r := newStream(o.Seed, streamTier)
 	r.IntN(3) // drawTiered's draw
-	return memstore.New(&bucketFaults{r: r})
+	return memstore.New(&bucketFaults{r: r, onPut: onPut})
 }
 
 // tierCheckEvery is the virtual time between two checks in a run.
@@ -84,10 +91,11 @@ type tierIncarnation struct {
 // applying its entries must not stand for the newest of the live one (seed
 // 30 once checked a replica 5 entries behind the TRIM whose dropped object
 // the leader had deleted).
-func (w *world) tierApplied(tp node.TopicPartition, topicID, index uint64) {
+func (w *world) tierApplied(n *simNode, tp node.TopicPartition, topicID, index uint64) {
 	if !w.opts.Tiered {
 		return
 	}
+	w.noteTierCommitted(n, tp, topicID, index) // tier_replicated.go
 	if w.tierNewest == nil {
 		w.tierNewest = make(map[tierIncarnation]uint64)
 	}

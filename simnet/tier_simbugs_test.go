@@ -39,3 +39,15 @@ func TestSimCatchesTierLocalEarly(t *testing.T) {
 func TestSimCatchesTierRemoteOffByOne(t *testing.T) {
 	requireCatches(t, "TierRemoteOffByOne", 8, 20, 4, "", sampleOptions, func(o *Options) { o.StopAtFailure = true })
 }
+
+// The replication checks (tier_replicated.go) catch a leader that counts
+// its upload as remote once the Put answers, before its TIER_ADD commits:
+// a replica's own compaction deleted local records no committed ADD
+// covered when it decided it (10 of the 25 tiered seeds of 1-60: 12 14 24
+// 27 30 32 38 43 49 51, make sim-bugs at 65fda3f; the others never decided
+// a compaction inside the window between a Put and its ADD's commit, nor
+// lost an ADD to a leader change the cursor outlived). Seeds 8-20 hold
+// seven tiered seeds, two of them caught (12 14).
+func TestSimCatchesTierUploadNotReplicated(t *testing.T) {
+	requireCatches(t, "TierUploadNotReplicated", 8, 20, 2, "tier:", sampleOptions, func(o *Options) { o.StopAtFailure = true })
+}

@@ -49,6 +49,11 @@ type core interface {
 	TierManifest(tp node.TopicPartition) (tier.Manifest, uint64, uint64, bool)
 	VerifyTier(tp node.TopicPartition, object func(key string) ([]byte, bool)) (int, error)
 	VerifyTierLocal(tp node.TopicPartition) error
+	// TierPrefix, TierLocal and Compactions: the replication checks
+	// of tiered storage (tier_replicated.go).
+	TierPrefix(tp node.TopicPartition) (string, bool)
+	TierLocal(tp node.TopicPartition) (first, logStart int64, decided, done uint64, ok bool)
+	Compactions() (decided, finished uint64)
 	// RaftLogHolding: the compacted-records check (prefixheld.go).
 	RaftLogHolding(tp node.TopicPartition) (node.RaftLogHolding, bool)
 }
@@ -152,7 +157,14 @@ type world struct {
 	// check (tier.go).
 	tierNewest  map[tierIncarnation]uint64
 	tierCheckAt time.Duration
-	opts        Options
+	// tierCommitted, tierPrefixes and tierCompactions are the replication
+	// checks' state (tier_replicated.go): per incarnation its newest
+	// applied manifest, its key prefix, and per node the compactions
+	// already looked at.
+	tierCommitted   map[tierIncarnation]tierCommittedState
+	tierPrefixes    map[string]tierIncarnation
+	tierCompactions []tierNodeCompactions
+	opts            Options
 	// skews is every node's clock skew history, in time order
 	// (noteSkew): how far apart two Realtime readings of one virtual
 	// interval can be (skewSpread; wire_kv.go's delete.retention.ms check).
@@ -287,7 +299,7 @@ func newWorld(o Options) *world {
 		w.groupOf[kvTP] = o.Partitions + 1 + groupOffsetsPartitions(o) + txnPartitions(o) + txnWorkloadPartitions(o)
 	}
 	w.checker = newChecker(w)
-	w.bucket = newBucket(o) // tier.go
+	w.bucket = newBucket(o, w.checkTierPut) // tier.go, tier_replicated.go
 	w.hist = newHistory(o.Partitions)
 	clientCount := o.Producers + o.Consumers + o.Readers + 1 + o.GroupMembers + o.ClassicMembers + txnClients(o) + kvClients(o) // +1: the drain reader
 	w.net = newNetwork(newStream(o.Seed, streamNetwork), o.Nodes, clientCount, &o)

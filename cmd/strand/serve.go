@@ -206,7 +206,7 @@ func cmdServe(args []string, stderr io.Writer) error {
 		return err
 	}
 	core.Join = f.join != ""
-	core.ObjectStore, core.TieredStorageUnfinished = store, tierf.unfinished
+	core.ObjectStore, core.TieredStorageUnfinished, core.TierUploadBytesPerSec = store, tierf.unfinished, tierf.uploadRate
 	scfg := server.Config{
 		Core:    core,
 		DataDir: f.dataDir, Listen: f.listen, Tick: nf.tick, Logger: logger, StatsInterval: nf.stats,

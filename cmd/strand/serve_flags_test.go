@@ -35,8 +35,9 @@ func TestCompactionBytesPerSecFlag(t *testing.T) {
 
 // The object store flags open a directory store, refuse a missing
 // directory, two stores at once, an S3 store missing its endpoint or
-// bucket, half a key pair and an endpoint that is no URL, each saying
-// what to fix, and name no store when none is given.
+// bucket, half a key pair, an endpoint that is no URL and a negative
+// upload budget, each saying what to fix, and name no store when none is
+// given.
 func TestTierFlags(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
@@ -51,6 +52,8 @@ func TestTierFlags(t *testing.T) {
 		{[]string{"--s3-bucket", "b"}, false, "--s3-endpoint and --s3-bucket are both needed"},
 		{[]string{"--s3-endpoint", "http://127.0.0.1:1", "--s3-bucket", "b", "--s3-access-key", "k"}, false, "go together"},
 		{[]string{"--s3-endpoint", "127.0.0.1:1", "--s3-bucket", "bucket"}, false, "not an http:// or https:// URL"},
+		{[]string{"--tier-dir", dir, "--tier-upload-bytes-per-sec", "1048576"}, true, ""},
+		{[]string{"--tier-dir", dir, "--tier-upload-bytes-per-sec=-1"}, false, "--tier-upload-bytes-per-sec must not be negative"},
 	} {
 		var tf tierFlags
 		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)

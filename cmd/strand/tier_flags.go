@@ -22,6 +22,8 @@ type tierFlags struct {
 	region               string
 	accessKey, secretKey string
 	pathStyle            bool
+	// uploadRate is node.Config.TierUploadBytesPerSec.
+	uploadRate int64
 	// unfinished sets node.Config.TieredStorageUnfinished (hidden: tiered
 	// storage is not finished; for tests of the parts built).
 	unfinished bool
@@ -38,6 +40,8 @@ func (t *tierFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&t.accessKey, "s3-access-key", "", "S3 access key (default: AWS_ACCESS_KEY_ID or MINIO_ROOT_USER)")
 	fs.StringVar(&t.secretKey, "s3-secret-key", "", "S3 secret key; prefer STRAND_S3_SECRET_KEY (default: AWS_SECRET_ACCESS_KEY or MINIO_ROOT_PASSWORD)")
 	fs.BoolVar(&t.pathStyle, "s3-path-style", false, "address the bucket as a path (/BUCKET/KEY), as self-hosted S3 servers need")
+	fs.Int64Var(&t.uploadRate, "tier-upload-bytes-per-sec", 0,
+		"bound the bytes per second this node uploads to the object store, all tiered partitions together; produce and fetch are not slowed (0: unlimited)")
 	fs.BoolVar(&t.unfinished, "tiered-storage-unfinished", false, "allow remote.storage.enable=true although tiered storage is unfinished")
 	_ = fs.MarkHidden("tiered-storage-unfinished")
 }
@@ -52,6 +56,8 @@ func (t *tierFlags) s3() bool {
 // list. A wrong flag fails here, at start, saying what to fix.
 func (t *tierFlags) open(ctx context.Context) (objstore.Store, error) {
 	switch {
+	case t.uploadRate < 0:
+		return nil, usageError("--tier-upload-bytes-per-sec must not be negative (0: unlimited)")
 	case t.dir != "" && t.s3():
 		return nil, usageError("--tier-dir and --s3-* each name an object store: give one")
 	case t.dir != "":

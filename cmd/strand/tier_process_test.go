@@ -5,6 +5,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +23,7 @@ func TestTieredTopicReadBackFromZero(t *testing.T) {
 	t.Setenv("STRAND_TIER_DIR", tierDir)
 	t.Setenv("STRAND_TIERED_STORAGE_UNFINISHED", "true")
 	c := startCluster(t, 3)
+	admins := []string{c.withAdmin(0), c.withAdmin(1), c.withAdmin(2)}
 	env := []string{"STRAND_BROKERS=" + strings.Join(c.addrs, ",")}
 	runCLI(t, env, "", "topic", "create", "tiered", "--partitions", "1", "--replication-factor", "3",
 		"-c", "remote.storage.enable=true", "-c", "segment.bytes=4096", "-c", "local.retention.bytes=4096", "-c", "retention.ms=-1")
@@ -58,6 +61,55 @@ func TestTieredTopicReadBackFromZero(t *testing.T) {
 		if want := fmt.Sprintf("record-%05d-%s", i, strings.Repeat("x", 40)); v != want {
 			t.Fatalf("record %d: %q, want %q", i, v, want)
 		}
+	}
+	checkTierVisible(t, env, admins)
+}
+
+// checkTierVisible shows both tiers of the read-back topic: describe
+// prints the leader's local and remote size, its remote log from offset 0
+// and the upload lag, and says local.retention.bytes is enforced; every
+// node's /metrics has the tier series of its replica, and the nodes
+// together counted uploads and remote reads.
+func checkTierVisible(t *testing.T, env, admins []string) {
+	t.Helper()
+	out := runCLI(t, env, "", "topic", "describe", "tiered")
+	t.Logf("strand topic describe tiered:\n%s", out)
+	if !strings.Contains(out, "  config local.retention.bytes=4096  (enforced: older records leave the local disk once uploaded, and are read from the bucket)\n") {
+		t.Fatalf("describe does not say local.retention.bytes is enforced:\n%s", out)
+	}
+	line := regexp.MustCompile(`(?m)^  partition 0 tiers: local \S+ \S+; remote \S+ \S+ in (\d+) segments, offsets 0 to (\d+) \(remote log start 0\); upload lag \S+ \S+, oldest record not remote \S+ old$`)
+	m := line.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("describe has no tiers line for partition 0 with the remote log from 0:\n%s", out)
+	}
+	if segs, _ := strconv.Atoi(m[1]); segs < 3 {
+		t.Fatalf("describe lists %s remote segments, want at least the 3 objects in the store:\n%s", m[1], out)
+	}
+	var reads, uploads float64
+	for i, a := range admins {
+		_, body, err := httpGet("http://" + a + "/metrics")
+		if err != nil {
+			t.Fatalf("node %d /metrics: %v", i+1, err)
+		}
+		labels := fmt.Sprintf(`{node="%d",partition="0",topic="tiered"}`, i+1)
+		for _, name := range []string{"strand_partition_remote_bytes", "strand_partition_remote_segments", "strand_partition_remote_log_start_offset",
+			"strand_partition_upload_lag_bytes", "strand_partition_upload_lag_seconds", "strand_partition_remote_read_bytes_total",
+			"strand_partition_remote_read_errors_total", "strand_partition_upload_bytes_total", "strand_partition_upload_errors_total"} {
+			if metricValue(body, name+labels) < 0 {
+				t.Fatalf("node %d /metrics lacks %s%s", i+1, name, labels)
+			}
+		}
+		if v := metricValue(body, "strand_partition_remote_bytes"+labels); v <= 0 {
+			t.Fatalf("node %d: strand_partition_remote_bytes %v, want the uploaded bytes", i+1, v)
+		}
+		if v := metricValue(body, "strand_partition_remote_log_start_offset"+labels); v != 0 {
+			t.Fatalf("node %d: strand_partition_remote_log_start_offset %v, want 0", i+1, v)
+		}
+		reads += metricValue(body, "strand_partition_remote_reads_total"+labels)
+		uploads += metricValue(body, "strand_partition_uploads_total"+labels)
+	}
+	if reads <= 0 || uploads < 3 {
+		t.Fatalf("the nodes counted %v remote reads and %v uploads, want some reads (the consume from 0) and at least 3 uploads", reads, uploads)
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/strandlog/strand/clientlib"
-	"github.com/strandlog/strand/engine/metadata"
 )
 
 // topicSubcommands are the subcommands of `strand topic`.
@@ -246,6 +245,9 @@ type partitionJSON struct {
 	// Compaction is the leader's compaction state; absent when the topic
 	// does not compact and never did.
 	Compaction *compactionJSON `json:"compaction,omitempty"`
+	// Tier is the leader's two tiers; absent when the topic is not tiered
+	// (topic_tier.go).
+	Tier *tierJSON `json:"tier,omitempty"`
 }
 
 // compactionJSON is partitionJSON's compaction state (clientlib's
@@ -308,6 +310,7 @@ func topicDescribeJSON(ctx context.Context, c *clientlib.Client, w io.Writer, na
 			}
 			if l, ok := logs[p.Partition]; ok && l.Err == nil {
 				pj.SizeBytes, pj.OldestTimestampMs = &l.SizeBytes, &l.OldestTimestampMs
+				pj.Tier = tierToJSON(l.Tier)
 				if pc := l.Compaction; pc != nil {
 					cj := &compactionJSON{DirtyRatio: pc.DirtyRatio(), DirtyBytes: pc.DirtyBytes, CleanBytes: pc.PrefixBytes,
 						LastGeneration: pc.Done, CleanedTo: pc.CleanedTo, DecidedGeneration: pc.Decided, Stuck: pc.Stuck,
@@ -339,7 +342,7 @@ func topicDescribe(ctx context.Context, c *clientlib.Client, w io.Writer, name s
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		note := enforcedNote(k, d.Configs[k])
+		note := configNote(k, d.Configs[k], d.Configs)
 		if limit, ok := d.NodeCaps[k]; ok {
 			note = "  (the nodes cap it at " + limit + ")"
 		}
@@ -389,6 +392,11 @@ func printPartitions(ctx context.Context, c *clientlib.Client, w io.Writer, t cl
 	for _, p := range t.Partitions {
 		if l, ok := logs[p.Partition]; ok && l.Err == nil && l.Compaction != nil {
 			fmt.Fprintf(w, "  partition %d compaction: %s\n", p.Partition, formatCompaction(*l.Compaction))
+		}
+	}
+	for _, p := range t.Partitions {
+		if l, ok := logs[p.Partition]; ok && l.Err == nil && l.Tier != nil {
+			fmt.Fprintf(w, "  partition %d tiers: %s\n", p.Partition, formatTier(*l.Tier))
 		}
 	}
 	for _, p := range t.Partitions {
@@ -504,19 +512,9 @@ func topicAlter(ctx context.Context, c *clientlib.Client, w io.Writer, name stri
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(w, "  config %s=%s%s\n", k, applied[k], enforcedNote(k, applied[k]))
+		fmt.Fprintf(w, "  config %s=%s%s\n", k, applied[k], configNote(k, applied[k], applied))
 	}
 	return nil
-}
-
-// enforcedNote marks a stored configuration value the nodes do not act
-// on yet (metadata.Enforced), so neither describe nor alter prints a value
-// as if it were applied.
-func enforcedNote(key, value string) string {
-	if !metadata.Enforced(key, value) {
-		return "  (not enforced yet)"
-	}
-	return ""
 }
 
 // deleteRecordsFlags are the flags of `strand topic delete-records`.

@@ -294,15 +294,26 @@ func Enforced(key, value string) bool {
 	if c.set(key, value) != nil || checkEnforced(key, c) != nil {
 		return false
 	}
-	// Local retention is stored and checked, not enforced (the raft log
-	// keeps all that retention.* keeps: engine/tier's "Next").
-	switch key {
-	case ConfigLocalRetentionMs:
-		return c.LocalRetentionMs == LocalRetentionDefault
-	case ConfigLocalRetentionBytes:
-		return c.LocalRetentionBytes == LocalRetentionDefault
-	}
+	// Local retention is enforced on a tiered topic (node/tier.go's
+	// tierLocalLimit) and means nothing on another one: LocalRetentionNote
+	// says which, given the topic's configuration.
 	return true
+}
+
+// LocalRetentionNote is what describe prints beside a local retention key
+// (local.retention.ms or .bytes) set to other than its default, given the
+// topic's remote.storage.enable: on a tiered topic the raft log keeps to
+// it and older records are read from the bucket; on another one it has no
+// effect (all of the log is local, retention.* alone deletes). "" for any
+// other key or the default.
+func LocalRetentionNote(key, value string, tiered bool) string {
+	if (key != ConfigLocalRetentionMs && key != ConfigLocalRetentionBytes) || value == strconv.FormatInt(LocalRetentionDefault, 10) {
+		return ""
+	}
+	if tiered {
+		return "enforced: older records leave the local disk once uploaded, and are read from the bucket"
+	}
+	return "no effect: the topic is not tiered (remote.storage.enable=false), so the whole log stays local and retention.* alone deletes"
 }
 
 // reset puts key back to its default; an unknown key fails.

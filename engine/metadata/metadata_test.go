@@ -324,8 +324,17 @@ func TestEnforced(t *testing.T) {
 	if Enforced(ConfigMaxMessageBytes, "2000000") || Enforced("nope", "1") {
 		t.Errorf("a larger max.message.bytes or an unknown key counted as enforced")
 	}
-	if Enforced(ConfigLocalRetentionMs, "1000") || Enforced(ConfigLocalRetentionBytes, "-1") {
-		t.Fatal("a local retention other than the total's is marked enforced; the raft log does not keep to it yet")
+	if !Enforced(ConfigLocalRetentionMs, "1000") || !Enforced(ConfigLocalRetentionBytes, "-1") {
+		t.Fatal("a local retention is marked not enforced; tiered topics keep to it (LocalRetentionNote says what it means)")
+	}
+	if n := LocalRetentionNote(ConfigLocalRetentionMs, "1000", true); !strings.HasPrefix(n, "enforced") {
+		t.Errorf("tiered local.retention.ms note %q", n)
+	}
+	if n := LocalRetentionNote(ConfigLocalRetentionBytes, "100", false); !strings.HasPrefix(n, "no effect") {
+		t.Errorf("untiered local.retention.bytes note %q", n)
+	}
+	if LocalRetentionNote(ConfigLocalRetentionMs, "-2", true) != "" || LocalRetentionNote(ConfigRetentionMs, "1000", true) != "" {
+		t.Errorf("a note for the default or another key")
 	}
 	if !Enforced(ConfigMaxMessageBytes, "1000") || !Enforced(ConfigCleanupPolicy, "compact") || !Enforced(ConfigCleanupPolicy, "compact,delete") {
 		t.Errorf("a smaller max.message.bytes, cleanup.policy=compact or compact,delete counted as not enforced")

@@ -222,6 +222,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		collectTxn(ch, id, views[i], now)
 		collectReplicas(ch, id, views[i])
 		collectCompaction(ch, id, views[i])
+		collectTier(ch, id, views[i]) // admin_metrics_tier.go
 		collectGroups(ch, id, views[i], now)
 	}
 }

@@ -5309,6 +5309,103 @@ func (x *DescribePartitionsResponse) GetPartitions() []*DescribePartitionsRespon
 	return nil
 }
 
+// PartitionTier is a replica's two tiers (node's TierView): its raft log's
+// bytes on disk, the remote log the replicated manifest lists (bytes,
+// objects, [remote_start, remote_end); both -1 while nothing was
+// uploaded), and the upload lag: the bytes of the local segments holding
+// records not yet remote and the age of the oldest such record.
+type PartitionTier struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	LocalBytes     int64                  `protobuf:"varint,1,opt,name=local_bytes,json=localBytes,proto3" json:"local_bytes,omitempty"`
+	RemoteBytes    int64                  `protobuf:"varint,2,opt,name=remote_bytes,json=remoteBytes,proto3" json:"remote_bytes,omitempty"`
+	RemoteSegments int32                  `protobuf:"varint,3,opt,name=remote_segments,json=remoteSegments,proto3" json:"remote_segments,omitempty"`
+	RemoteStart    int64                  `protobuf:"varint,4,opt,name=remote_start,json=remoteStart,proto3" json:"remote_start,omitempty"`
+	RemoteEnd      int64                  `protobuf:"varint,5,opt,name=remote_end,json=remoteEnd,proto3" json:"remote_end,omitempty"`
+	UploadLagBytes int64                  `protobuf:"varint,6,opt,name=upload_lag_bytes,json=uploadLagBytes,proto3" json:"upload_lag_bytes,omitempty"`
+	UploadLagMs    int64                  `protobuf:"varint,7,opt,name=upload_lag_ms,json=uploadLagMs,proto3" json:"upload_lag_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *PartitionTier) Reset() {
+	*x = PartitionTier{}
+	mi := &file_wire_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionTier) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionTier) ProtoMessage() {}
+
+func (x *PartitionTier) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionTier.ProtoReflect.Descriptor instead.
+func (*PartitionTier) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *PartitionTier) GetLocalBytes() int64 {
+	if x != nil {
+		return x.LocalBytes
+	}
+	return 0
+}
+
+func (x *PartitionTier) GetRemoteBytes() int64 {
+	if x != nil {
+		return x.RemoteBytes
+	}
+	return 0
+}
+
+func (x *PartitionTier) GetRemoteSegments() int32 {
+	if x != nil {
+		return x.RemoteSegments
+	}
+	return 0
+}
+
+func (x *PartitionTier) GetRemoteStart() int64 {
+	if x != nil {
+		return x.RemoteStart
+	}
+	return 0
+}
+
+func (x *PartitionTier) GetRemoteEnd() int64 {
+	if x != nil {
+		return x.RemoteEnd
+	}
+	return 0
+}
+
+func (x *PartitionTier) GetUploadLagBytes() int64 {
+	if x != nil {
+		return x.UploadLagBytes
+	}
+	return 0
+}
+
+func (x *PartitionTier) GetUploadLagMs() int64 {
+	if x != nil {
+		return x.UploadLagMs
+	}
+	return 0
+}
+
 // PartitionCompaction is a replica's compaction state (node's
 // CompactionView): the last decision (generation, the leader's time, the
 // cleanable end), the last generation reported done and its cleaned-to
@@ -5338,7 +5435,7 @@ type PartitionCompaction struct {
 
 func (x *PartitionCompaction) Reset() {
 	*x = PartitionCompaction{}
-	mi := &file_wire_proto_msgTypes[56]
+	mi := &file_wire_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5350,7 +5447,7 @@ func (x *PartitionCompaction) String() string {
 func (*PartitionCompaction) ProtoMessage() {}
 
 func (x *PartitionCompaction) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[56]
+	mi := &file_wire_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5363,7 +5460,7 @@ func (x *PartitionCompaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionCompaction.ProtoReflect.Descriptor instead.
 func (*PartitionCompaction) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{56}
+	return file_wire_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *PartitionCompaction) GetCompacts() bool {
@@ -5477,7 +5574,7 @@ type SaslAuthenticateRequest struct {
 
 func (x *SaslAuthenticateRequest) Reset() {
 	*x = SaslAuthenticateRequest{}
-	mi := &file_wire_proto_msgTypes[57]
+	mi := &file_wire_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5489,7 +5586,7 @@ func (x *SaslAuthenticateRequest) String() string {
 func (*SaslAuthenticateRequest) ProtoMessage() {}
 
 func (x *SaslAuthenticateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[57]
+	mi := &file_wire_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5502,7 +5599,7 @@ func (x *SaslAuthenticateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaslAuthenticateRequest.ProtoReflect.Descriptor instead.
 func (*SaslAuthenticateRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{57}
+	return file_wire_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SaslAuthenticateRequest) GetMechanism() string {
@@ -5532,7 +5629,7 @@ type SaslAuthenticateResponse struct {
 
 func (x *SaslAuthenticateResponse) Reset() {
 	*x = SaslAuthenticateResponse{}
-	mi := &file_wire_proto_msgTypes[58]
+	mi := &file_wire_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5544,7 +5641,7 @@ func (x *SaslAuthenticateResponse) String() string {
 func (*SaslAuthenticateResponse) ProtoMessage() {}
 
 func (x *SaslAuthenticateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[58]
+	mi := &file_wire_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5557,7 +5654,7 @@ func (x *SaslAuthenticateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaslAuthenticateResponse.ProtoReflect.Descriptor instead.
 func (*SaslAuthenticateResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{58}
+	return file_wire_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SaslAuthenticateResponse) GetAuthBytes() []byte {
@@ -5596,7 +5693,7 @@ type UserCredential struct {
 
 func (x *UserCredential) Reset() {
 	*x = UserCredential{}
-	mi := &file_wire_proto_msgTypes[59]
+	mi := &file_wire_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5608,7 +5705,7 @@ func (x *UserCredential) String() string {
 func (*UserCredential) ProtoMessage() {}
 
 func (x *UserCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[59]
+	mi := &file_wire_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5621,7 +5718,7 @@ func (x *UserCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserCredential.ProtoReflect.Descriptor instead.
 func (*UserCredential) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{59}
+	return file_wire_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *UserCredential) GetMechanism() string {
@@ -5671,7 +5768,7 @@ type AlterUsersRequest struct {
 
 func (x *AlterUsersRequest) Reset() {
 	*x = AlterUsersRequest{}
-	mi := &file_wire_proto_msgTypes[60]
+	mi := &file_wire_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5683,7 +5780,7 @@ func (x *AlterUsersRequest) String() string {
 func (*AlterUsersRequest) ProtoMessage() {}
 
 func (x *AlterUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[60]
+	mi := &file_wire_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5696,7 +5793,7 @@ func (x *AlterUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterUsersRequest.ProtoReflect.Descriptor instead.
 func (*AlterUsersRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{60}
+	return file_wire_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *AlterUsersRequest) GetUpserts() []*AlterUsersRequest_Upsert {
@@ -5723,7 +5820,7 @@ type AlterUsersResponse struct {
 
 func (x *AlterUsersResponse) Reset() {
 	*x = AlterUsersResponse{}
-	mi := &file_wire_proto_msgTypes[61]
+	mi := &file_wire_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5735,7 +5832,7 @@ func (x *AlterUsersResponse) String() string {
 func (*AlterUsersResponse) ProtoMessage() {}
 
 func (x *AlterUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[61]
+	mi := &file_wire_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5748,7 +5845,7 @@ func (x *AlterUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterUsersResponse.ProtoReflect.Descriptor instead.
 func (*AlterUsersResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{61}
+	return file_wire_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *AlterUsersResponse) GetResults() []*AlterUsersResponse_Result {
@@ -5768,7 +5865,7 @@ type ListUsersRequest struct {
 
 func (x *ListUsersRequest) Reset() {
 	*x = ListUsersRequest{}
-	mi := &file_wire_proto_msgTypes[62]
+	mi := &file_wire_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5780,7 +5877,7 @@ func (x *ListUsersRequest) String() string {
 func (*ListUsersRequest) ProtoMessage() {}
 
 func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[62]
+	mi := &file_wire_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5793,7 +5890,7 @@ func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
 func (*ListUsersRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{62}
+	return file_wire_proto_rawDescGZIP(), []int{63}
 }
 
 // ListUsersResponse lists users sorted by name.
@@ -5806,7 +5903,7 @@ type ListUsersResponse struct {
 
 func (x *ListUsersResponse) Reset() {
 	*x = ListUsersResponse{}
-	mi := &file_wire_proto_msgTypes[63]
+	mi := &file_wire_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5818,7 +5915,7 @@ func (x *ListUsersResponse) String() string {
 func (*ListUsersResponse) ProtoMessage() {}
 
 func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[63]
+	mi := &file_wire_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5831,7 +5928,7 @@ func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{63}
+	return file_wire_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListUsersResponse) GetUsers() []*ListUsersResponse_User {
@@ -5861,7 +5958,7 @@ type AclBinding struct {
 
 func (x *AclBinding) Reset() {
 	*x = AclBinding{}
-	mi := &file_wire_proto_msgTypes[64]
+	mi := &file_wire_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5873,7 +5970,7 @@ func (x *AclBinding) String() string {
 func (*AclBinding) ProtoMessage() {}
 
 func (x *AclBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[64]
+	mi := &file_wire_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5886,7 +5983,7 @@ func (x *AclBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclBinding.ProtoReflect.Descriptor instead.
 func (*AclBinding) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{64}
+	return file_wire_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *AclBinding) GetPrincipal() string {
@@ -5950,7 +6047,7 @@ type AlterAclsRequest struct {
 
 func (x *AlterAclsRequest) Reset() {
 	*x = AlterAclsRequest{}
-	mi := &file_wire_proto_msgTypes[65]
+	mi := &file_wire_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5962,7 +6059,7 @@ func (x *AlterAclsRequest) String() string {
 func (*AlterAclsRequest) ProtoMessage() {}
 
 func (x *AlterAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[65]
+	mi := &file_wire_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5975,7 +6072,7 @@ func (x *AlterAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterAclsRequest.ProtoReflect.Descriptor instead.
 func (*AlterAclsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{65}
+	return file_wire_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *AlterAclsRequest) GetAdd() []*AclBinding {
@@ -6003,7 +6100,7 @@ type AlterAclsResponse struct {
 
 func (x *AlterAclsResponse) Reset() {
 	*x = AlterAclsResponse{}
-	mi := &file_wire_proto_msgTypes[66]
+	mi := &file_wire_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6015,7 +6112,7 @@ func (x *AlterAclsResponse) String() string {
 func (*AlterAclsResponse) ProtoMessage() {}
 
 func (x *AlterAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[66]
+	mi := &file_wire_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6028,7 +6125,7 @@ func (x *AlterAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterAclsResponse.ProtoReflect.Descriptor instead.
 func (*AlterAclsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{66}
+	return file_wire_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *AlterAclsResponse) GetAdded() int32 {
@@ -6057,7 +6154,7 @@ type DescribeAclsRequest struct {
 
 func (x *DescribeAclsRequest) Reset() {
 	*x = DescribeAclsRequest{}
-	mi := &file_wire_proto_msgTypes[67]
+	mi := &file_wire_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6069,7 +6166,7 @@ func (x *DescribeAclsRequest) String() string {
 func (*DescribeAclsRequest) ProtoMessage() {}
 
 func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[67]
+	mi := &file_wire_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6082,7 +6179,7 @@ func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeAclsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{67}
+	return file_wire_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *DescribeAclsRequest) GetPrincipal() string {
@@ -6111,7 +6208,7 @@ type DescribeAclsResponse struct {
 
 func (x *DescribeAclsResponse) Reset() {
 	*x = DescribeAclsResponse{}
-	mi := &file_wire_proto_msgTypes[68]
+	mi := &file_wire_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6123,7 +6220,7 @@ func (x *DescribeAclsResponse) String() string {
 func (*DescribeAclsResponse) ProtoMessage() {}
 
 func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[68]
+	mi := &file_wire_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6136,7 +6233,7 @@ func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeAclsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{68}
+	return file_wire_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *DescribeAclsResponse) GetBindings() []*AclBinding {
@@ -6165,7 +6262,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_wire_proto_msgTypes[69]
+	mi := &file_wire_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6177,7 +6274,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[69]
+	mi := &file_wire_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6190,7 +6287,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{69}
+	return file_wire_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *Quota) GetPrincipal() string {
@@ -6225,7 +6322,7 @@ type AlterQuotasRequest struct {
 
 func (x *AlterQuotasRequest) Reset() {
 	*x = AlterQuotasRequest{}
-	mi := &file_wire_proto_msgTypes[70]
+	mi := &file_wire_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6237,7 +6334,7 @@ func (x *AlterQuotasRequest) String() string {
 func (*AlterQuotasRequest) ProtoMessage() {}
 
 func (x *AlterQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[70]
+	mi := &file_wire_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6250,7 +6347,7 @@ func (x *AlterQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterQuotasRequest.ProtoReflect.Descriptor instead.
 func (*AlterQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{70}
+	return file_wire_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *AlterQuotasRequest) GetQuotas() []*Quota {
@@ -6269,7 +6366,7 @@ type AlterQuotasResponse struct {
 
 func (x *AlterQuotasResponse) Reset() {
 	*x = AlterQuotasResponse{}
-	mi := &file_wire_proto_msgTypes[71]
+	mi := &file_wire_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6281,7 +6378,7 @@ func (x *AlterQuotasResponse) String() string {
 func (*AlterQuotasResponse) ProtoMessage() {}
 
 func (x *AlterQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[71]
+	mi := &file_wire_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6294,7 +6391,7 @@ func (x *AlterQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterQuotasResponse.ProtoReflect.Descriptor instead.
 func (*AlterQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{71}
+	return file_wire_proto_rawDescGZIP(), []int{72}
 }
 
 // NodeAdminRequest changes one node's membership through the metadata
@@ -6312,7 +6409,7 @@ type NodeAdminRequest struct {
 
 func (x *NodeAdminRequest) Reset() {
 	*x = NodeAdminRequest{}
-	mi := &file_wire_proto_msgTypes[72]
+	mi := &file_wire_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6324,7 +6421,7 @@ func (x *NodeAdminRequest) String() string {
 func (*NodeAdminRequest) ProtoMessage() {}
 
 func (x *NodeAdminRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[72]
+	mi := &file_wire_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6337,7 +6434,7 @@ func (x *NodeAdminRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAdminRequest.ProtoReflect.Descriptor instead.
 func (*NodeAdminRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{72}
+	return file_wire_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *NodeAdminRequest) GetAction() NodeAction {
@@ -6384,7 +6481,7 @@ type NodeAdminResponse struct {
 
 func (x *NodeAdminResponse) Reset() {
 	*x = NodeAdminResponse{}
-	mi := &file_wire_proto_msgTypes[73]
+	mi := &file_wire_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6396,7 +6493,7 @@ func (x *NodeAdminResponse) String() string {
 func (*NodeAdminResponse) ProtoMessage() {}
 
 func (x *NodeAdminResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[73]
+	mi := &file_wire_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6409,7 +6506,7 @@ func (x *NodeAdminResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAdminResponse.ProtoReflect.Descriptor instead.
 func (*NodeAdminResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{73}
+	return file_wire_proto_rawDescGZIP(), []int{74}
 }
 
 // ElectLeadersRequest asks the answering node to hand each partition it
@@ -6423,7 +6520,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_wire_proto_msgTypes[74]
+	mi := &file_wire_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6435,7 +6532,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[74]
+	mi := &file_wire_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6448,7 +6545,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{74}
+	return file_wire_proto_rawDescGZIP(), []int{75}
 }
 
 // ElectLeadersResponse lists the transfers the node started.
@@ -6463,7 +6560,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_wire_proto_msgTypes[75]
+	mi := &file_wire_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6475,7 +6572,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[75]
+	mi := &file_wire_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6488,7 +6585,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{75}
+	return file_wire_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ElectLeadersResponse) GetTransfers() []*ElectLeadersResponse_Transfer {
@@ -6514,7 +6611,7 @@ type ClusterMembersRequest struct {
 
 func (x *ClusterMembersRequest) Reset() {
 	*x = ClusterMembersRequest{}
-	mi := &file_wire_proto_msgTypes[76]
+	mi := &file_wire_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6526,7 +6623,7 @@ func (x *ClusterMembersRequest) String() string {
 func (*ClusterMembersRequest) ProtoMessage() {}
 
 func (x *ClusterMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[76]
+	mi := &file_wire_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6539,7 +6636,7 @@ func (x *ClusterMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMembersRequest.ProtoReflect.Descriptor instead.
 func (*ClusterMembersRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{76}
+	return file_wire_proto_rawDescGZIP(), []int{77}
 }
 
 // ClusterMembersResponse is the membership as the answering node applied it.
@@ -6554,7 +6651,7 @@ type ClusterMembersResponse struct {
 
 func (x *ClusterMembersResponse) Reset() {
 	*x = ClusterMembersResponse{}
-	mi := &file_wire_proto_msgTypes[77]
+	mi := &file_wire_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6566,7 +6663,7 @@ func (x *ClusterMembersResponse) String() string {
 func (*ClusterMembersResponse) ProtoMessage() {}
 
 func (x *ClusterMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[77]
+	mi := &file_wire_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6579,7 +6676,7 @@ func (x *ClusterMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMembersResponse.ProtoReflect.Descriptor instead.
 func (*ClusterMembersResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{77}
+	return file_wire_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ClusterMembersResponse) GetMembers() []*ClusterMembersResponse_Member {
@@ -6618,7 +6715,7 @@ type TxnInitProducerIdRequest struct {
 
 func (x *TxnInitProducerIdRequest) Reset() {
 	*x = TxnInitProducerIdRequest{}
-	mi := &file_wire_proto_msgTypes[78]
+	mi := &file_wire_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6630,7 +6727,7 @@ func (x *TxnInitProducerIdRequest) String() string {
 func (*TxnInitProducerIdRequest) ProtoMessage() {}
 
 func (x *TxnInitProducerIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[78]
+	mi := &file_wire_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6643,7 +6740,7 @@ func (x *TxnInitProducerIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnInitProducerIdRequest.ProtoReflect.Descriptor instead.
 func (*TxnInitProducerIdRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{78}
+	return file_wire_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *TxnInitProducerIdRequest) GetTransactionalId() string {
@@ -6678,7 +6775,7 @@ type TxnInitProducerIdResponse struct {
 
 func (x *TxnInitProducerIdResponse) Reset() {
 	*x = TxnInitProducerIdResponse{}
-	mi := &file_wire_proto_msgTypes[79]
+	mi := &file_wire_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6690,7 +6787,7 @@ func (x *TxnInitProducerIdResponse) String() string {
 func (*TxnInitProducerIdResponse) ProtoMessage() {}
 
 func (x *TxnInitProducerIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[79]
+	mi := &file_wire_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6703,7 +6800,7 @@ func (x *TxnInitProducerIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnInitProducerIdResponse.ProtoReflect.Descriptor instead.
 func (*TxnInitProducerIdResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{79}
+	return file_wire_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *TxnInitProducerIdResponse) GetProducerId() int64 {
@@ -6735,7 +6832,7 @@ type AddPartitionsToTxnRequest struct {
 
 func (x *AddPartitionsToTxnRequest) Reset() {
 	*x = AddPartitionsToTxnRequest{}
-	mi := &file_wire_proto_msgTypes[80]
+	mi := &file_wire_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6747,7 +6844,7 @@ func (x *AddPartitionsToTxnRequest) String() string {
 func (*AddPartitionsToTxnRequest) ProtoMessage() {}
 
 func (x *AddPartitionsToTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[80]
+	mi := &file_wire_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6760,7 +6857,7 @@ func (x *AddPartitionsToTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddPartitionsToTxnRequest.ProtoReflect.Descriptor instead.
 func (*AddPartitionsToTxnRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{80}
+	return file_wire_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *AddPartitionsToTxnRequest) GetTransactionalId() string {
@@ -6802,7 +6899,7 @@ type AddPartitionsToTxnResponse struct {
 
 func (x *AddPartitionsToTxnResponse) Reset() {
 	*x = AddPartitionsToTxnResponse{}
-	mi := &file_wire_proto_msgTypes[81]
+	mi := &file_wire_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6814,7 +6911,7 @@ func (x *AddPartitionsToTxnResponse) String() string {
 func (*AddPartitionsToTxnResponse) ProtoMessage() {}
 
 func (x *AddPartitionsToTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[81]
+	mi := &file_wire_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6827,7 +6924,7 @@ func (x *AddPartitionsToTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddPartitionsToTxnResponse.ProtoReflect.Descriptor instead.
 func (*AddPartitionsToTxnResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{81}
+	return file_wire_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *AddPartitionsToTxnResponse) GetResults() []*AddPartitionsToTxnResponse_Result {
@@ -6853,7 +6950,7 @@ type AddOffsetsToTxnRequest struct {
 
 func (x *AddOffsetsToTxnRequest) Reset() {
 	*x = AddOffsetsToTxnRequest{}
-	mi := &file_wire_proto_msgTypes[82]
+	mi := &file_wire_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6865,7 +6962,7 @@ func (x *AddOffsetsToTxnRequest) String() string {
 func (*AddOffsetsToTxnRequest) ProtoMessage() {}
 
 func (x *AddOffsetsToTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[82]
+	mi := &file_wire_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6878,7 +6975,7 @@ func (x *AddOffsetsToTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddOffsetsToTxnRequest.ProtoReflect.Descriptor instead.
 func (*AddOffsetsToTxnRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{82}
+	return file_wire_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *AddOffsetsToTxnRequest) GetTransactionalId() string {
@@ -6926,7 +7023,7 @@ type TxnOffsetCommitRequest struct {
 
 func (x *TxnOffsetCommitRequest) Reset() {
 	*x = TxnOffsetCommitRequest{}
-	mi := &file_wire_proto_msgTypes[83]
+	mi := &file_wire_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6938,7 +7035,7 @@ func (x *TxnOffsetCommitRequest) String() string {
 func (*TxnOffsetCommitRequest) ProtoMessage() {}
 
 func (x *TxnOffsetCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[83]
+	mi := &file_wire_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6951,7 +7048,7 @@ func (x *TxnOffsetCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOffsetCommitRequest.ProtoReflect.Descriptor instead.
 func (*TxnOffsetCommitRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{83}
+	return file_wire_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *TxnOffsetCommitRequest) GetTransactionalId() string {
@@ -6991,7 +7088,7 @@ type TxnOffsetCommitResponse struct {
 
 func (x *TxnOffsetCommitResponse) Reset() {
 	*x = TxnOffsetCommitResponse{}
-	mi := &file_wire_proto_msgTypes[84]
+	mi := &file_wire_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7003,7 +7100,7 @@ func (x *TxnOffsetCommitResponse) String() string {
 func (*TxnOffsetCommitResponse) ProtoMessage() {}
 
 func (x *TxnOffsetCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[84]
+	mi := &file_wire_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7016,7 +7113,7 @@ func (x *TxnOffsetCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOffsetCommitResponse.ProtoReflect.Descriptor instead.
 func (*TxnOffsetCommitResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{84}
+	return file_wire_proto_rawDescGZIP(), []int{85}
 }
 
 // AddOffsetsToTxnResponse is empty: the Response's error says it all.
@@ -7028,7 +7125,7 @@ type AddOffsetsToTxnResponse struct {
 
 func (x *AddOffsetsToTxnResponse) Reset() {
 	*x = AddOffsetsToTxnResponse{}
-	mi := &file_wire_proto_msgTypes[85]
+	mi := &file_wire_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7040,7 +7137,7 @@ func (x *AddOffsetsToTxnResponse) String() string {
 func (*AddOffsetsToTxnResponse) ProtoMessage() {}
 
 func (x *AddOffsetsToTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[85]
+	mi := &file_wire_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7053,7 +7150,7 @@ func (x *AddOffsetsToTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddOffsetsToTxnResponse.ProtoReflect.Descriptor instead.
 func (*AddOffsetsToTxnResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{85}
+	return file_wire_proto_rawDescGZIP(), []int{86}
 }
 
 // EndTxnRequest commits or aborts the open transaction.
@@ -7071,7 +7168,7 @@ type EndTxnRequest struct {
 
 func (x *EndTxnRequest) Reset() {
 	*x = EndTxnRequest{}
-	mi := &file_wire_proto_msgTypes[86]
+	mi := &file_wire_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7083,7 +7180,7 @@ func (x *EndTxnRequest) String() string {
 func (*EndTxnRequest) ProtoMessage() {}
 
 func (x *EndTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[86]
+	mi := &file_wire_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7096,7 +7193,7 @@ func (x *EndTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTxnRequest.ProtoReflect.Descriptor instead.
 func (*EndTxnRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{86}
+	return file_wire_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *EndTxnRequest) GetTransactionalId() string {
@@ -7140,7 +7237,7 @@ type EndTxnResponse struct {
 
 func (x *EndTxnResponse) Reset() {
 	*x = EndTxnResponse{}
-	mi := &file_wire_proto_msgTypes[87]
+	mi := &file_wire_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7152,7 +7249,7 @@ func (x *EndTxnResponse) String() string {
 func (*EndTxnResponse) ProtoMessage() {}
 
 func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[87]
+	mi := &file_wire_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7165,7 +7262,7 @@ func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTxnResponse.ProtoReflect.Descriptor instead.
 func (*EndTxnResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{87}
+	return file_wire_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *EndTxnResponse) GetProducerId() int64 {
@@ -7194,7 +7291,7 @@ type ListTransactionsRequest struct {
 
 func (x *ListTransactionsRequest) Reset() {
 	*x = ListTransactionsRequest{}
-	mi := &file_wire_proto_msgTypes[88]
+	mi := &file_wire_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7206,7 +7303,7 @@ func (x *ListTransactionsRequest) String() string {
 func (*ListTransactionsRequest) ProtoMessage() {}
 
 func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[88]
+	mi := &file_wire_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7219,7 +7316,7 @@ func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTransactionsRequest.ProtoReflect.Descriptor instead.
 func (*ListTransactionsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{88}
+	return file_wire_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *ListTransactionsRequest) GetStates() []string {
@@ -7239,7 +7336,7 @@ type ListTransactionsResponse struct {
 
 func (x *ListTransactionsResponse) Reset() {
 	*x = ListTransactionsResponse{}
-	mi := &file_wire_proto_msgTypes[89]
+	mi := &file_wire_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7251,7 +7348,7 @@ func (x *ListTransactionsResponse) String() string {
 func (*ListTransactionsResponse) ProtoMessage() {}
 
 func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[89]
+	mi := &file_wire_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7264,7 +7361,7 @@ func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTransactionsResponse.ProtoReflect.Descriptor instead.
 func (*ListTransactionsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{89}
+	return file_wire_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *ListTransactionsResponse) GetTransactions() []*ListTransactionsResponse_Transaction {
@@ -7291,7 +7388,7 @@ type AbortTransactionRequest struct {
 
 func (x *AbortTransactionRequest) Reset() {
 	*x = AbortTransactionRequest{}
-	mi := &file_wire_proto_msgTypes[90]
+	mi := &file_wire_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7303,7 +7400,7 @@ func (x *AbortTransactionRequest) String() string {
 func (*AbortTransactionRequest) ProtoMessage() {}
 
 func (x *AbortTransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[90]
+	mi := &file_wire_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7316,7 +7413,7 @@ func (x *AbortTransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortTransactionRequest.ProtoReflect.Descriptor instead.
 func (*AbortTransactionRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{90}
+	return file_wire_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *AbortTransactionRequest) GetTransactionalId() string {
@@ -7343,7 +7440,7 @@ type AbortTransactionResponse struct {
 
 func (x *AbortTransactionResponse) Reset() {
 	*x = AbortTransactionResponse{}
-	mi := &file_wire_proto_msgTypes[91]
+	mi := &file_wire_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7355,7 +7452,7 @@ func (x *AbortTransactionResponse) String() string {
 func (*AbortTransactionResponse) ProtoMessage() {}
 
 func (x *AbortTransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[91]
+	mi := &file_wire_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7368,7 +7465,7 @@ func (x *AbortTransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortTransactionResponse.ProtoReflect.Descriptor instead.
 func (*AbortTransactionResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{91}
+	return file_wire_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *AbortTransactionResponse) GetProducerId() int64 {
@@ -7416,7 +7513,7 @@ type DescribeTransactionsRequest struct {
 
 func (x *DescribeTransactionsRequest) Reset() {
 	*x = DescribeTransactionsRequest{}
-	mi := &file_wire_proto_msgTypes[92]
+	mi := &file_wire_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7428,7 +7525,7 @@ func (x *DescribeTransactionsRequest) String() string {
 func (*DescribeTransactionsRequest) ProtoMessage() {}
 
 func (x *DescribeTransactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[92]
+	mi := &file_wire_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7441,7 +7538,7 @@ func (x *DescribeTransactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTransactionsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTransactionsRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{92}
+	return file_wire_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *DescribeTransactionsRequest) GetTransactionalIds() []string {
@@ -7461,7 +7558,7 @@ type DescribeTransactionsResponse struct {
 
 func (x *DescribeTransactionsResponse) Reset() {
 	*x = DescribeTransactionsResponse{}
-	mi := &file_wire_proto_msgTypes[93]
+	mi := &file_wire_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7473,7 +7570,7 @@ func (x *DescribeTransactionsResponse) String() string {
 func (*DescribeTransactionsResponse) ProtoMessage() {}
 
 func (x *DescribeTransactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[93]
+	mi := &file_wire_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7486,7 +7583,7 @@ func (x *DescribeTransactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTransactionsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTransactionsResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{93}
+	return file_wire_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *DescribeTransactionsResponse) GetTransactions() []*DescribeTransactionsResponse_Transaction {
@@ -7510,7 +7607,7 @@ type DescribeProducersRequest struct {
 
 func (x *DescribeProducersRequest) Reset() {
 	*x = DescribeProducersRequest{}
-	mi := &file_wire_proto_msgTypes[94]
+	mi := &file_wire_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7522,7 +7619,7 @@ func (x *DescribeProducersRequest) String() string {
 func (*DescribeProducersRequest) ProtoMessage() {}
 
 func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[94]
+	mi := &file_wire_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7535,7 +7632,7 @@ func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeProducersRequest.ProtoReflect.Descriptor instead.
 func (*DescribeProducersRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{94}
+	return file_wire_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *DescribeProducersRequest) GetPartitions() []*DescribeProducersRequest_Partition {
@@ -7556,7 +7653,7 @@ type DescribeProducersResponse struct {
 
 func (x *DescribeProducersResponse) Reset() {
 	*x = DescribeProducersResponse{}
-	mi := &file_wire_proto_msgTypes[95]
+	mi := &file_wire_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7568,7 +7665,7 @@ func (x *DescribeProducersResponse) String() string {
 func (*DescribeProducersResponse) ProtoMessage() {}
 
 func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[95]
+	mi := &file_wire_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7581,7 +7678,7 @@ func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeProducersResponse.ProtoReflect.Descriptor instead.
 func (*DescribeProducersResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{95}
+	return file_wire_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *DescribeProducersResponse) GetPartitions() []*DescribeProducersResponse_Partition {
@@ -7604,7 +7701,7 @@ type AbortedTransaction struct {
 
 func (x *AbortedTransaction) Reset() {
 	*x = AbortedTransaction{}
-	mi := &file_wire_proto_msgTypes[96]
+	mi := &file_wire_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7616,7 +7713,7 @@ func (x *AbortedTransaction) String() string {
 func (*AbortedTransaction) ProtoMessage() {}
 
 func (x *AbortedTransaction) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[96]
+	mi := &file_wire_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7629,7 +7726,7 @@ func (x *AbortedTransaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortedTransaction.ProtoReflect.Descriptor instead.
 func (*AbortedTransaction) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{96}
+	return file_wire_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *AbortedTransaction) GetProducerId() int64 {
@@ -7666,7 +7763,7 @@ type WriteTxnMarkersRequest struct {
 
 func (x *WriteTxnMarkersRequest) Reset() {
 	*x = WriteTxnMarkersRequest{}
-	mi := &file_wire_proto_msgTypes[97]
+	mi := &file_wire_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7678,7 +7775,7 @@ func (x *WriteTxnMarkersRequest) String() string {
 func (*WriteTxnMarkersRequest) ProtoMessage() {}
 
 func (x *WriteTxnMarkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[97]
+	mi := &file_wire_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7691,7 +7788,7 @@ func (x *WriteTxnMarkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersRequest.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersRequest) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{97}
+	return file_wire_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *WriteTxnMarkersRequest) GetMarkers() []*WriteTxnMarkersRequest_Marker {
@@ -7712,7 +7809,7 @@ type WriteTxnMarkersResponse struct {
 
 func (x *WriteTxnMarkersResponse) Reset() {
 	*x = WriteTxnMarkersResponse{}
-	mi := &file_wire_proto_msgTypes[98]
+	mi := &file_wire_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7724,7 +7821,7 @@ func (x *WriteTxnMarkersResponse) String() string {
 func (*WriteTxnMarkersResponse) ProtoMessage() {}
 
 func (x *WriteTxnMarkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[98]
+	mi := &file_wire_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7737,7 +7834,7 @@ func (x *WriteTxnMarkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersResponse.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersResponse) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{98}
+	return file_wire_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *WriteTxnMarkersResponse) GetResults() []*WriteTxnMarkersResponse_Result {
@@ -7770,7 +7867,7 @@ type MetadataResponse_Node struct {
 
 func (x *MetadataResponse_Node) Reset() {
 	*x = MetadataResponse_Node{}
-	mi := &file_wire_proto_msgTypes[99]
+	mi := &file_wire_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7782,7 +7879,7 @@ func (x *MetadataResponse_Node) String() string {
 func (*MetadataResponse_Node) ProtoMessage() {}
 
 func (x *MetadataResponse_Node) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[99]
+	mi := &file_wire_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7862,7 +7959,7 @@ type MetadataResponse_Partition struct {
 
 func (x *MetadataResponse_Partition) Reset() {
 	*x = MetadataResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[100]
+	mi := &file_wire_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7874,7 +7971,7 @@ func (x *MetadataResponse_Partition) String() string {
 func (*MetadataResponse_Partition) ProtoMessage() {}
 
 func (x *MetadataResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[100]
+	mi := &file_wire_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7946,7 +8043,7 @@ type MetadataResponse_Topic struct {
 
 func (x *MetadataResponse_Topic) Reset() {
 	*x = MetadataResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[101]
+	mi := &file_wire_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7958,7 +8055,7 @@ func (x *MetadataResponse_Topic) String() string {
 func (*MetadataResponse_Topic) ProtoMessage() {}
 
 func (x *MetadataResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[101]
+	mi := &file_wire_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8024,7 +8121,7 @@ type ProduceRequest_Partition struct {
 
 func (x *ProduceRequest_Partition) Reset() {
 	*x = ProduceRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[102]
+	mi := &file_wire_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8036,7 +8133,7 @@ func (x *ProduceRequest_Partition) String() string {
 func (*ProduceRequest_Partition) ProtoMessage() {}
 
 func (x *ProduceRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[102]
+	mi := &file_wire_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8121,7 +8218,7 @@ type ProduceResponse_Partition struct {
 
 func (x *ProduceResponse_Partition) Reset() {
 	*x = ProduceResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[103]
+	mi := &file_wire_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8133,7 +8230,7 @@ func (x *ProduceResponse_Partition) String() string {
 func (*ProduceResponse_Partition) ProtoMessage() {}
 
 func (x *ProduceResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[103]
+	mi := &file_wire_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8199,7 +8296,7 @@ type FetchRequest_Partition struct {
 
 func (x *FetchRequest_Partition) Reset() {
 	*x = FetchRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[104]
+	mi := &file_wire_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8211,7 +8308,7 @@ func (x *FetchRequest_Partition) String() string {
 func (*FetchRequest_Partition) ProtoMessage() {}
 
 func (x *FetchRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[104]
+	mi := &file_wire_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8285,7 +8382,7 @@ type FetchResponse_Batch struct {
 
 func (x *FetchResponse_Batch) Reset() {
 	*x = FetchResponse_Batch{}
-	mi := &file_wire_proto_msgTypes[105]
+	mi := &file_wire_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8297,7 +8394,7 @@ func (x *FetchResponse_Batch) String() string {
 func (*FetchResponse_Batch) ProtoMessage() {}
 
 func (x *FetchResponse_Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[105]
+	mi := &file_wire_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8381,7 +8478,7 @@ type FetchResponse_TxnMarker struct {
 
 func (x *FetchResponse_TxnMarker) Reset() {
 	*x = FetchResponse_TxnMarker{}
-	mi := &file_wire_proto_msgTypes[106]
+	mi := &file_wire_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8393,7 +8490,7 @@ func (x *FetchResponse_TxnMarker) String() string {
 func (*FetchResponse_TxnMarker) ProtoMessage() {}
 
 func (x *FetchResponse_TxnMarker) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[106]
+	mi := &file_wire_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8450,7 +8547,7 @@ type FetchResponse_Partition struct {
 
 func (x *FetchResponse_Partition) Reset() {
 	*x = FetchResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[107]
+	mi := &file_wire_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8462,7 +8559,7 @@ func (x *FetchResponse_Partition) String() string {
 func (*FetchResponse_Partition) ProtoMessage() {}
 
 func (x *FetchResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[107]
+	mi := &file_wire_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8554,7 +8651,7 @@ type ListOffsetsRequest_Partition struct {
 
 func (x *ListOffsetsRequest_Partition) Reset() {
 	*x = ListOffsetsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[108]
+	mi := &file_wire_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8566,7 +8663,7 @@ func (x *ListOffsetsRequest_Partition) String() string {
 func (*ListOffsetsRequest_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[108]
+	mi := &file_wire_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8627,7 +8724,7 @@ type ListOffsetsResponse_Partition struct {
 
 func (x *ListOffsetsResponse_Partition) Reset() {
 	*x = ListOffsetsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[109]
+	mi := &file_wire_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8639,7 +8736,7 @@ func (x *ListOffsetsResponse_Partition) String() string {
 func (*ListOffsetsResponse_Partition) ProtoMessage() {}
 
 func (x *ListOffsetsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[109]
+	mi := &file_wire_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8716,7 +8813,7 @@ type CreateTopicsRequest_Topic struct {
 
 func (x *CreateTopicsRequest_Topic) Reset() {
 	*x = CreateTopicsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[110]
+	mi := &file_wire_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8728,7 +8825,7 @@ func (x *CreateTopicsRequest_Topic) String() string {
 func (*CreateTopicsRequest_Topic) ProtoMessage() {}
 
 func (x *CreateTopicsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[110]
+	mi := &file_wire_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8783,7 +8880,7 @@ type CreatePartitionsRequest_Topic struct {
 
 func (x *CreatePartitionsRequest_Topic) Reset() {
 	*x = CreatePartitionsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[111]
+	mi := &file_wire_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8795,7 +8892,7 @@ func (x *CreatePartitionsRequest_Topic) String() string {
 func (*CreatePartitionsRequest_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[111]
+	mi := &file_wire_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8837,7 +8934,7 @@ type CreatePartitionsResponse_Topic struct {
 
 func (x *CreatePartitionsResponse_Topic) Reset() {
 	*x = CreatePartitionsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[112]
+	mi := &file_wire_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8849,7 +8946,7 @@ func (x *CreatePartitionsResponse_Topic) String() string {
 func (*CreatePartitionsResponse_Topic) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[112]
+	mi := &file_wire_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8913,7 +9010,7 @@ type MovePartitionsRequest_Move struct {
 
 func (x *MovePartitionsRequest_Move) Reset() {
 	*x = MovePartitionsRequest_Move{}
-	mi := &file_wire_proto_msgTypes[113]
+	mi := &file_wire_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8925,7 +9022,7 @@ func (x *MovePartitionsRequest_Move) String() string {
 func (*MovePartitionsRequest_Move) ProtoMessage() {}
 
 func (x *MovePartitionsRequest_Move) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[113]
+	mi := &file_wire_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8990,7 +9087,7 @@ type MovePartitionsResponse_Move struct {
 
 func (x *MovePartitionsResponse_Move) Reset() {
 	*x = MovePartitionsResponse_Move{}
-	mi := &file_wire_proto_msgTypes[114]
+	mi := &file_wire_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9002,7 +9099,7 @@ func (x *MovePartitionsResponse_Move) String() string {
 func (*MovePartitionsResponse_Move) ProtoMessage() {}
 
 func (x *MovePartitionsResponse_Move) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[114]
+	mi := &file_wire_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9066,7 +9163,7 @@ type DescribeTopicsResponse_Topic struct {
 
 func (x *DescribeTopicsResponse_Topic) Reset() {
 	*x = DescribeTopicsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[115]
+	mi := &file_wire_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9078,7 +9175,7 @@ func (x *DescribeTopicsResponse_Topic) String() string {
 func (*DescribeTopicsResponse_Topic) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[115]
+	mi := &file_wire_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9140,7 +9237,7 @@ type ListGroupsResponse_Group struct {
 
 func (x *ListGroupsResponse_Group) Reset() {
 	*x = ListGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[116]
+	mi := &file_wire_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9152,7 +9249,7 @@ func (x *ListGroupsResponse_Group) String() string {
 func (*ListGroupsResponse_Group) ProtoMessage() {}
 
 func (x *ListGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[116]
+	mi := &file_wire_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9204,7 +9301,7 @@ type DescribeGroupsResponse_Group struct {
 
 func (x *DescribeGroupsResponse_Group) Reset() {
 	*x = DescribeGroupsResponse_Group{}
-	mi := &file_wire_proto_msgTypes[117]
+	mi := &file_wire_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9216,7 +9313,7 @@ func (x *DescribeGroupsResponse_Group) String() string {
 func (*DescribeGroupsResponse_Group) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse_Group) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[117]
+	mi := &file_wire_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9292,7 +9389,7 @@ type OffsetDeleteResponse_Result struct {
 
 func (x *OffsetDeleteResponse_Result) Reset() {
 	*x = OffsetDeleteResponse_Result{}
-	mi := &file_wire_proto_msgTypes[118]
+	mi := &file_wire_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9304,7 +9401,7 @@ func (x *OffsetDeleteResponse_Result) String() string {
 func (*OffsetDeleteResponse_Result) ProtoMessage() {}
 
 func (x *OffsetDeleteResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[118]
+	mi := &file_wire_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9351,7 +9448,7 @@ type DeleteGroupsResponse_Result struct {
 
 func (x *DeleteGroupsResponse_Result) Reset() {
 	*x = DeleteGroupsResponse_Result{}
-	mi := &file_wire_proto_msgTypes[119]
+	mi := &file_wire_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9363,7 +9460,7 @@ func (x *DeleteGroupsResponse_Result) String() string {
 func (*DeleteGroupsResponse_Result) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[119]
+	mi := &file_wire_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9404,7 +9501,7 @@ type AlterConfigsRequest_Topic struct {
 
 func (x *AlterConfigsRequest_Topic) Reset() {
 	*x = AlterConfigsRequest_Topic{}
-	mi := &file_wire_proto_msgTypes[120]
+	mi := &file_wire_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9416,7 +9513,7 @@ func (x *AlterConfigsRequest_Topic) String() string {
 func (*AlterConfigsRequest_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsRequest_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[120]
+	mi := &file_wire_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9464,7 +9561,7 @@ type AlterConfigsResponse_Topic struct {
 
 func (x *AlterConfigsResponse_Topic) Reset() {
 	*x = AlterConfigsResponse_Topic{}
-	mi := &file_wire_proto_msgTypes[121]
+	mi := &file_wire_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9476,7 +9573,7 @@ func (x *AlterConfigsResponse_Topic) String() string {
 func (*AlterConfigsResponse_Topic) ProtoMessage() {}
 
 func (x *AlterConfigsResponse_Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[121]
+	mi := &file_wire_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9526,7 +9623,7 @@ type DeleteRecordsRequest_Partition struct {
 
 func (x *DeleteRecordsRequest_Partition) Reset() {
 	*x = DeleteRecordsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[122]
+	mi := &file_wire_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9538,7 +9635,7 @@ func (x *DeleteRecordsRequest_Partition) String() string {
 func (*DeleteRecordsRequest_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[122]
+	mi := &file_wire_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9594,7 +9691,7 @@ type DeleteRecordsResponse_Partition struct {
 
 func (x *DeleteRecordsResponse_Partition) Reset() {
 	*x = DeleteRecordsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[123]
+	mi := &file_wire_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9606,7 +9703,7 @@ func (x *DeleteRecordsResponse_Partition) String() string {
 func (*DeleteRecordsResponse_Partition) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[123]
+	mi := &file_wire_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9660,7 +9757,7 @@ type DescribePartitionsRequest_Partition struct {
 
 func (x *DescribePartitionsRequest_Partition) Reset() {
 	*x = DescribePartitionsRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[124]
+	mi := &file_wire_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9672,7 +9769,7 @@ func (x *DescribePartitionsRequest_Partition) String() string {
 func (*DescribePartitionsRequest_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[124]
+	mi := &file_wire_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9727,14 +9824,17 @@ type DescribePartitionsResponse_Partition struct {
 	LaggingReplicas []uint64 `protobuf:"varint,182,rep,packed,name=lagging_replicas,json=laggingReplicas,proto3" json:"lagging_replicas,omitempty"`
 	// The leader's compaction state (issue 24); unset when the topic does
 	// not compact and never did.
-	Compaction    *PartitionCompaction `protobuf:"bytes,190,opt,name=compaction,proto3" json:"compaction,omitempty"`
+	Compaction *PartitionCompaction `protobuf:"bytes,190,opt,name=compaction,proto3" json:"compaction,omitempty"`
+	// The leader's two tiers (issue 27); unset when the topic is not
+	// tiered on the leader's node.
+	Tier          *PartitionTier `protobuf:"bytes,191,opt,name=tier,proto3" json:"tier,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DescribePartitionsResponse_Partition) Reset() {
 	*x = DescribePartitionsResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[125]
+	mi := &file_wire_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9746,7 +9846,7 @@ func (x *DescribePartitionsResponse_Partition) String() string {
 func (*DescribePartitionsResponse_Partition) ProtoMessage() {}
 
 func (x *DescribePartitionsResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[125]
+	mi := &file_wire_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9853,6 +9953,13 @@ func (x *DescribePartitionsResponse_Partition) GetCompaction() *PartitionCompact
 	return nil
 }
 
+func (x *DescribePartitionsResponse_Partition) GetTier() *PartitionTier {
+	if x != nil {
+		return x.Tier
+	}
+	return nil
+}
+
 type AlterUsersRequest_Upsert struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -9863,7 +9970,7 @@ type AlterUsersRequest_Upsert struct {
 
 func (x *AlterUsersRequest_Upsert) Reset() {
 	*x = AlterUsersRequest_Upsert{}
-	mi := &file_wire_proto_msgTypes[126]
+	mi := &file_wire_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9875,7 +9982,7 @@ func (x *AlterUsersRequest_Upsert) String() string {
 func (*AlterUsersRequest_Upsert) ProtoMessage() {}
 
 func (x *AlterUsersRequest_Upsert) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[126]
+	mi := &file_wire_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9888,7 +9995,7 @@ func (x *AlterUsersRequest_Upsert) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterUsersRequest_Upsert.ProtoReflect.Descriptor instead.
 func (*AlterUsersRequest_Upsert) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{60, 0}
+	return file_wire_proto_rawDescGZIP(), []int{61, 0}
 }
 
 func (x *AlterUsersRequest_Upsert) GetName() string {
@@ -9915,7 +10022,7 @@ type AlterUsersRequest_Delete struct {
 
 func (x *AlterUsersRequest_Delete) Reset() {
 	*x = AlterUsersRequest_Delete{}
-	mi := &file_wire_proto_msgTypes[127]
+	mi := &file_wire_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9927,7 +10034,7 @@ func (x *AlterUsersRequest_Delete) String() string {
 func (*AlterUsersRequest_Delete) ProtoMessage() {}
 
 func (x *AlterUsersRequest_Delete) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[127]
+	mi := &file_wire_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9940,7 +10047,7 @@ func (x *AlterUsersRequest_Delete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterUsersRequest_Delete.ProtoReflect.Descriptor instead.
 func (*AlterUsersRequest_Delete) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{60, 1}
+	return file_wire_proto_rawDescGZIP(), []int{61, 1}
 }
 
 func (x *AlterUsersRequest_Delete) GetName() string {
@@ -9967,7 +10074,7 @@ type AlterUsersResponse_Result struct {
 
 func (x *AlterUsersResponse_Result) Reset() {
 	*x = AlterUsersResponse_Result{}
-	mi := &file_wire_proto_msgTypes[128]
+	mi := &file_wire_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9979,7 +10086,7 @@ func (x *AlterUsersResponse_Result) String() string {
 func (*AlterUsersResponse_Result) ProtoMessage() {}
 
 func (x *AlterUsersResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[128]
+	mi := &file_wire_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9992,7 +10099,7 @@ func (x *AlterUsersResponse_Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterUsersResponse_Result.ProtoReflect.Descriptor instead.
 func (*AlterUsersResponse_Result) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{61, 0}
+	return file_wire_proto_rawDescGZIP(), []int{62, 0}
 }
 
 func (x *AlterUsersResponse_Result) GetName() string {
@@ -10020,7 +10127,7 @@ type ListUsersResponse_User struct {
 
 func (x *ListUsersResponse_User) Reset() {
 	*x = ListUsersResponse_User{}
-	mi := &file_wire_proto_msgTypes[129]
+	mi := &file_wire_proto_msgTypes[130]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10032,7 +10139,7 @@ func (x *ListUsersResponse_User) String() string {
 func (*ListUsersResponse_User) ProtoMessage() {}
 
 func (x *ListUsersResponse_User) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[129]
+	mi := &file_wire_proto_msgTypes[130]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10045,7 +10152,7 @@ func (x *ListUsersResponse_User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse_User.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse_User) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{63, 0}
+	return file_wire_proto_rawDescGZIP(), []int{64, 0}
 }
 
 func (x *ListUsersResponse_User) GetName() string {
@@ -10081,7 +10188,7 @@ type ElectLeadersResponse_Transfer struct {
 
 func (x *ElectLeadersResponse_Transfer) Reset() {
 	*x = ElectLeadersResponse_Transfer{}
-	mi := &file_wire_proto_msgTypes[130]
+	mi := &file_wire_proto_msgTypes[131]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10093,7 +10200,7 @@ func (x *ElectLeadersResponse_Transfer) String() string {
 func (*ElectLeadersResponse_Transfer) ProtoMessage() {}
 
 func (x *ElectLeadersResponse_Transfer) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[130]
+	mi := &file_wire_proto_msgTypes[131]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10106,7 +10213,7 @@ func (x *ElectLeadersResponse_Transfer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse_Transfer.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse_Transfer) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{75, 0}
+	return file_wire_proto_rawDescGZIP(), []int{76, 0}
 }
 
 func (x *ElectLeadersResponse_Transfer) GetTopic() string {
@@ -10161,7 +10268,7 @@ type ClusterMembersResponse_Member struct {
 
 func (x *ClusterMembersResponse_Member) Reset() {
 	*x = ClusterMembersResponse_Member{}
-	mi := &file_wire_proto_msgTypes[131]
+	mi := &file_wire_proto_msgTypes[132]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10173,7 +10280,7 @@ func (x *ClusterMembersResponse_Member) String() string {
 func (*ClusterMembersResponse_Member) ProtoMessage() {}
 
 func (x *ClusterMembersResponse_Member) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[131]
+	mi := &file_wire_proto_msgTypes[132]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10186,7 +10293,7 @@ func (x *ClusterMembersResponse_Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMembersResponse_Member.ProtoReflect.Descriptor instead.
 func (*ClusterMembersResponse_Member) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{77, 0}
+	return file_wire_proto_rawDescGZIP(), []int{78, 0}
 }
 
 func (x *ClusterMembersResponse_Member) GetId() uint64 {
@@ -10284,7 +10391,7 @@ type AddPartitionsToTxnResponse_Result struct {
 
 func (x *AddPartitionsToTxnResponse_Result) Reset() {
 	*x = AddPartitionsToTxnResponse_Result{}
-	mi := &file_wire_proto_msgTypes[132]
+	mi := &file_wire_proto_msgTypes[133]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10296,7 +10403,7 @@ func (x *AddPartitionsToTxnResponse_Result) String() string {
 func (*AddPartitionsToTxnResponse_Result) ProtoMessage() {}
 
 func (x *AddPartitionsToTxnResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[132]
+	mi := &file_wire_proto_msgTypes[133]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10309,7 +10416,7 @@ func (x *AddPartitionsToTxnResponse_Result) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use AddPartitionsToTxnResponse_Result.ProtoReflect.Descriptor instead.
 func (*AddPartitionsToTxnResponse_Result) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{81, 0}
+	return file_wire_proto_rawDescGZIP(), []int{82, 0}
 }
 
 func (x *AddPartitionsToTxnResponse_Result) GetTopic() string {
@@ -10344,7 +10451,7 @@ type ListTransactionsResponse_Transaction struct {
 
 func (x *ListTransactionsResponse_Transaction) Reset() {
 	*x = ListTransactionsResponse_Transaction{}
-	mi := &file_wire_proto_msgTypes[133]
+	mi := &file_wire_proto_msgTypes[134]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10356,7 +10463,7 @@ func (x *ListTransactionsResponse_Transaction) String() string {
 func (*ListTransactionsResponse_Transaction) ProtoMessage() {}
 
 func (x *ListTransactionsResponse_Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[133]
+	mi := &file_wire_proto_msgTypes[134]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10369,7 +10476,7 @@ func (x *ListTransactionsResponse_Transaction) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use ListTransactionsResponse_Transaction.ProtoReflect.Descriptor instead.
 func (*ListTransactionsResponse_Transaction) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{89, 0}
+	return file_wire_proto_rawDescGZIP(), []int{90, 0}
 }
 
 func (x *ListTransactionsResponse_Transaction) GetTransactionalId() string {
@@ -10411,7 +10518,7 @@ type DescribeTransactionsResponse_Transaction struct {
 
 func (x *DescribeTransactionsResponse_Transaction) Reset() {
 	*x = DescribeTransactionsResponse_Transaction{}
-	mi := &file_wire_proto_msgTypes[134]
+	mi := &file_wire_proto_msgTypes[135]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10423,7 +10530,7 @@ func (x *DescribeTransactionsResponse_Transaction) String() string {
 func (*DescribeTransactionsResponse_Transaction) ProtoMessage() {}
 
 func (x *DescribeTransactionsResponse_Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[134]
+	mi := &file_wire_proto_msgTypes[135]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10436,7 +10543,7 @@ func (x *DescribeTransactionsResponse_Transaction) ProtoReflect() protoreflect.M
 
 // Deprecated: Use DescribeTransactionsResponse_Transaction.ProtoReflect.Descriptor instead.
 func (*DescribeTransactionsResponse_Transaction) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{93, 0}
+	return file_wire_proto_rawDescGZIP(), []int{94, 0}
 }
 
 func (x *DescribeTransactionsResponse_Transaction) GetTransactionalId() string {
@@ -10512,7 +10619,7 @@ type DescribeProducersRequest_Partition struct {
 
 func (x *DescribeProducersRequest_Partition) Reset() {
 	*x = DescribeProducersRequest_Partition{}
-	mi := &file_wire_proto_msgTypes[135]
+	mi := &file_wire_proto_msgTypes[136]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10524,7 +10631,7 @@ func (x *DescribeProducersRequest_Partition) String() string {
 func (*DescribeProducersRequest_Partition) ProtoMessage() {}
 
 func (x *DescribeProducersRequest_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[135]
+	mi := &file_wire_proto_msgTypes[136]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10537,7 +10644,7 @@ func (x *DescribeProducersRequest_Partition) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use DescribeProducersRequest_Partition.ProtoReflect.Descriptor instead.
 func (*DescribeProducersRequest_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{94, 0}
+	return file_wire_proto_rawDescGZIP(), []int{95, 0}
 }
 
 func (x *DescribeProducersRequest_Partition) GetTopic() string {
@@ -10572,7 +10679,7 @@ type DescribeProducersResponse_Producer struct {
 
 func (x *DescribeProducersResponse_Producer) Reset() {
 	*x = DescribeProducersResponse_Producer{}
-	mi := &file_wire_proto_msgTypes[136]
+	mi := &file_wire_proto_msgTypes[137]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10584,7 +10691,7 @@ func (x *DescribeProducersResponse_Producer) String() string {
 func (*DescribeProducersResponse_Producer) ProtoMessage() {}
 
 func (x *DescribeProducersResponse_Producer) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[136]
+	mi := &file_wire_proto_msgTypes[137]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10597,7 +10704,7 @@ func (x *DescribeProducersResponse_Producer) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use DescribeProducersResponse_Producer.ProtoReflect.Descriptor instead.
 func (*DescribeProducersResponse_Producer) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{95, 0}
+	return file_wire_proto_rawDescGZIP(), []int{96, 0}
 }
 
 func (x *DescribeProducersResponse_Producer) GetProducerId() int64 {
@@ -10654,7 +10761,7 @@ type DescribeProducersResponse_Partition struct {
 
 func (x *DescribeProducersResponse_Partition) Reset() {
 	*x = DescribeProducersResponse_Partition{}
-	mi := &file_wire_proto_msgTypes[137]
+	mi := &file_wire_proto_msgTypes[138]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10666,7 +10773,7 @@ func (x *DescribeProducersResponse_Partition) String() string {
 func (*DescribeProducersResponse_Partition) ProtoMessage() {}
 
 func (x *DescribeProducersResponse_Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[137]
+	mi := &file_wire_proto_msgTypes[138]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10679,7 +10786,7 @@ func (x *DescribeProducersResponse_Partition) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use DescribeProducersResponse_Partition.ProtoReflect.Descriptor instead.
 func (*DescribeProducersResponse_Partition) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{95, 1}
+	return file_wire_proto_rawDescGZIP(), []int{96, 1}
 }
 
 func (x *DescribeProducersResponse_Partition) GetTopic() string {
@@ -10732,7 +10839,7 @@ type WriteTxnMarkersRequest_Marker struct {
 
 func (x *WriteTxnMarkersRequest_Marker) Reset() {
 	*x = WriteTxnMarkersRequest_Marker{}
-	mi := &file_wire_proto_msgTypes[138]
+	mi := &file_wire_proto_msgTypes[139]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10744,7 +10851,7 @@ func (x *WriteTxnMarkersRequest_Marker) String() string {
 func (*WriteTxnMarkersRequest_Marker) ProtoMessage() {}
 
 func (x *WriteTxnMarkersRequest_Marker) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[138]
+	mi := &file_wire_proto_msgTypes[139]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10757,7 +10864,7 @@ func (x *WriteTxnMarkersRequest_Marker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersRequest_Marker.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersRequest_Marker) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{97, 0}
+	return file_wire_proto_rawDescGZIP(), []int{98, 0}
 }
 
 func (x *WriteTxnMarkersRequest_Marker) GetTopic() string {
@@ -10827,7 +10934,7 @@ type WriteTxnMarkersResponse_Result struct {
 
 func (x *WriteTxnMarkersResponse_Result) Reset() {
 	*x = WriteTxnMarkersResponse_Result{}
-	mi := &file_wire_proto_msgTypes[139]
+	mi := &file_wire_proto_msgTypes[140]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10839,7 +10946,7 @@ func (x *WriteTxnMarkersResponse_Result) String() string {
 func (*WriteTxnMarkersResponse_Result) ProtoMessage() {}
 
 func (x *WriteTxnMarkersResponse_Result) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[139]
+	mi := &file_wire_proto_msgTypes[140]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10852,7 +10959,7 @@ func (x *WriteTxnMarkersResponse_Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersResponse_Result.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersResponse_Result) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{98, 0}
+	return file_wire_proto_rawDescGZIP(), []int{99, 0}
 }
 
 func (x *WriteTxnMarkersResponse_Result) GetTopic() string {
@@ -11400,11 +11507,11 @@ const file_wire_proto_rawDesc = "" +
 	"partitions\x1a?\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\xfc\x04\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\xa8\x05\n" +
 	"\x1aDescribePartitionsResponse\x12L\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2,.strand.DescribePartitionsResponse.PartitionR\n" +
-	"partitions\x1a\x8f\x04\n" +
+	"partitions\x1a\xbb\x04\n" +
 	"\tPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
@@ -11422,7 +11529,18 @@ const file_wire_proto_rawDesc = "" +
 	"\x10lagging_replicas\x18\xb6\x01 \x03(\x04R\x0flaggingReplicas\x12<\n" +
 	"\n" +
 	"compaction\x18\xbe\x01 \x01(\v2\x1b.strand.PartitionCompactionR\n" +
-	"compaction\"\x80\x04\n" +
+	"compaction\x12*\n" +
+	"\x04tier\x18\xbf\x01 \x01(\v2\x15.strand.PartitionTierR\x04tier\"\x8c\x02\n" +
+	"\rPartitionTier\x12\x1f\n" +
+	"\vlocal_bytes\x18\x01 \x01(\x03R\n" +
+	"localBytes\x12!\n" +
+	"\fremote_bytes\x18\x02 \x01(\x03R\vremoteBytes\x12'\n" +
+	"\x0fremote_segments\x18\x03 \x01(\x05R\x0eremoteSegments\x12!\n" +
+	"\fremote_start\x18\x04 \x01(\x03R\vremoteStart\x12\x1d\n" +
+	"\n" +
+	"remote_end\x18\x05 \x01(\x03R\tremoteEnd\x12(\n" +
+	"\x10upload_lag_bytes\x18\x06 \x01(\x03R\x0euploadLagBytes\x12\"\n" +
+	"\rupload_lag_ms\x18\a \x01(\x03R\vuploadLagMs\"\x80\x04\n" +
 	"\x13PartitionCompaction\x12\x1a\n" +
 	"\bcompacts\x18\x01 \x01(\bR\bcompacts\x12\x18\n" +
 	"\adecided\x18\x02 \x01(\x04R\adecided\x12&\n" +
@@ -11777,7 +11895,7 @@ func file_wire_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 140)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 141)
 var file_wire_proto_goTypes = []any{
 	(ErrorCode)(0),                                   // 0: strand.ErrorCode
 	(ClassicStep)(0),                                 // 1: strand.ClassicStep
@@ -11840,93 +11958,94 @@ var file_wire_proto_goTypes = []any{
 	(*MoveProgress)(nil),                             // 58: strand.MoveProgress
 	(*DescribePartitionsRequest)(nil),                // 59: strand.DescribePartitionsRequest
 	(*DescribePartitionsResponse)(nil),               // 60: strand.DescribePartitionsResponse
-	(*PartitionCompaction)(nil),                      // 61: strand.PartitionCompaction
-	(*SaslAuthenticateRequest)(nil),                  // 62: strand.SaslAuthenticateRequest
-	(*SaslAuthenticateResponse)(nil),                 // 63: strand.SaslAuthenticateResponse
-	(*UserCredential)(nil),                           // 64: strand.UserCredential
-	(*AlterUsersRequest)(nil),                        // 65: strand.AlterUsersRequest
-	(*AlterUsersResponse)(nil),                       // 66: strand.AlterUsersResponse
-	(*ListUsersRequest)(nil),                         // 67: strand.ListUsersRequest
-	(*ListUsersResponse)(nil),                        // 68: strand.ListUsersResponse
-	(*AclBinding)(nil),                               // 69: strand.AclBinding
-	(*AlterAclsRequest)(nil),                         // 70: strand.AlterAclsRequest
-	(*AlterAclsResponse)(nil),                        // 71: strand.AlterAclsResponse
-	(*DescribeAclsRequest)(nil),                      // 72: strand.DescribeAclsRequest
-	(*DescribeAclsResponse)(nil),                     // 73: strand.DescribeAclsResponse
-	(*Quota)(nil),                                    // 74: strand.Quota
-	(*AlterQuotasRequest)(nil),                       // 75: strand.AlterQuotasRequest
-	(*AlterQuotasResponse)(nil),                      // 76: strand.AlterQuotasResponse
-	(*NodeAdminRequest)(nil),                         // 77: strand.NodeAdminRequest
-	(*NodeAdminResponse)(nil),                        // 78: strand.NodeAdminResponse
-	(*ElectLeadersRequest)(nil),                      // 79: strand.ElectLeadersRequest
-	(*ElectLeadersResponse)(nil),                     // 80: strand.ElectLeadersResponse
-	(*ClusterMembersRequest)(nil),                    // 81: strand.ClusterMembersRequest
-	(*ClusterMembersResponse)(nil),                   // 82: strand.ClusterMembersResponse
-	(*TxnInitProducerIdRequest)(nil),                 // 83: strand.TxnInitProducerIdRequest
-	(*TxnInitProducerIdResponse)(nil),                // 84: strand.TxnInitProducerIdResponse
-	(*AddPartitionsToTxnRequest)(nil),                // 85: strand.AddPartitionsToTxnRequest
-	(*AddPartitionsToTxnResponse)(nil),               // 86: strand.AddPartitionsToTxnResponse
-	(*AddOffsetsToTxnRequest)(nil),                   // 87: strand.AddOffsetsToTxnRequest
-	(*TxnOffsetCommitRequest)(nil),                   // 88: strand.TxnOffsetCommitRequest
-	(*TxnOffsetCommitResponse)(nil),                  // 89: strand.TxnOffsetCommitResponse
-	(*AddOffsetsToTxnResponse)(nil),                  // 90: strand.AddOffsetsToTxnResponse
-	(*EndTxnRequest)(nil),                            // 91: strand.EndTxnRequest
-	(*EndTxnResponse)(nil),                           // 92: strand.EndTxnResponse
-	(*ListTransactionsRequest)(nil),                  // 93: strand.ListTransactionsRequest
-	(*ListTransactionsResponse)(nil),                 // 94: strand.ListTransactionsResponse
-	(*AbortTransactionRequest)(nil),                  // 95: strand.AbortTransactionRequest
-	(*AbortTransactionResponse)(nil),                 // 96: strand.AbortTransactionResponse
-	(*DescribeTransactionsRequest)(nil),              // 97: strand.DescribeTransactionsRequest
-	(*DescribeTransactionsResponse)(nil),             // 98: strand.DescribeTransactionsResponse
-	(*DescribeProducersRequest)(nil),                 // 99: strand.DescribeProducersRequest
-	(*DescribeProducersResponse)(nil),                // 100: strand.DescribeProducersResponse
-	(*AbortedTransaction)(nil),                       // 101: strand.AbortedTransaction
-	(*WriteTxnMarkersRequest)(nil),                   // 102: strand.WriteTxnMarkersRequest
-	(*WriteTxnMarkersResponse)(nil),                  // 103: strand.WriteTxnMarkersResponse
-	(*MetadataResponse_Node)(nil),                    // 104: strand.MetadataResponse.Node
-	(*MetadataResponse_Partition)(nil),               // 105: strand.MetadataResponse.Partition
-	(*MetadataResponse_Topic)(nil),                   // 106: strand.MetadataResponse.Topic
-	(*ProduceRequest_Partition)(nil),                 // 107: strand.ProduceRequest.Partition
-	(*ProduceResponse_Partition)(nil),                // 108: strand.ProduceResponse.Partition
-	(*FetchRequest_Partition)(nil),                   // 109: strand.FetchRequest.Partition
-	(*FetchResponse_Batch)(nil),                      // 110: strand.FetchResponse.Batch
-	(*FetchResponse_TxnMarker)(nil),                  // 111: strand.FetchResponse.TxnMarker
-	(*FetchResponse_Partition)(nil),                  // 112: strand.FetchResponse.Partition
-	(*ListOffsetsRequest_Partition)(nil),             // 113: strand.ListOffsetsRequest.Partition
-	(*ListOffsetsResponse_Partition)(nil),            // 114: strand.ListOffsetsResponse.Partition
-	(*CreateTopicsRequest_Topic)(nil),                // 115: strand.CreateTopicsRequest.Topic
-	(*CreatePartitionsRequest_Topic)(nil),            // 116: strand.CreatePartitionsRequest.Topic
-	(*CreatePartitionsResponse_Topic)(nil),           // 117: strand.CreatePartitionsResponse.Topic
-	(*MovePartitionsRequest_Move)(nil),               // 118: strand.MovePartitionsRequest.Move
-	(*MovePartitionsResponse_Move)(nil),              // 119: strand.MovePartitionsResponse.Move
-	(*DescribeTopicsResponse_Topic)(nil),             // 120: strand.DescribeTopicsResponse.Topic
-	(*ListGroupsResponse_Group)(nil),                 // 121: strand.ListGroupsResponse.Group
-	(*DescribeGroupsResponse_Group)(nil),             // 122: strand.DescribeGroupsResponse.Group
-	(*OffsetDeleteResponse_Result)(nil),              // 123: strand.OffsetDeleteResponse.Result
-	(*DeleteGroupsResponse_Result)(nil),              // 124: strand.DeleteGroupsResponse.Result
-	(*AlterConfigsRequest_Topic)(nil),                // 125: strand.AlterConfigsRequest.Topic
-	(*AlterConfigsResponse_Topic)(nil),               // 126: strand.AlterConfigsResponse.Topic
-	(*DeleteRecordsRequest_Partition)(nil),           // 127: strand.DeleteRecordsRequest.Partition
-	(*DeleteRecordsResponse_Partition)(nil),          // 128: strand.DeleteRecordsResponse.Partition
-	(*DescribePartitionsRequest_Partition)(nil),      // 129: strand.DescribePartitionsRequest.Partition
-	(*DescribePartitionsResponse_Partition)(nil),     // 130: strand.DescribePartitionsResponse.Partition
-	(*AlterUsersRequest_Upsert)(nil),                 // 131: strand.AlterUsersRequest.Upsert
-	(*AlterUsersRequest_Delete)(nil),                 // 132: strand.AlterUsersRequest.Delete
-	(*AlterUsersResponse_Result)(nil),                // 133: strand.AlterUsersResponse.Result
-	(*ListUsersResponse_User)(nil),                   // 134: strand.ListUsersResponse.User
-	(*ElectLeadersResponse_Transfer)(nil),            // 135: strand.ElectLeadersResponse.Transfer
-	(*ClusterMembersResponse_Member)(nil),            // 136: strand.ClusterMembersResponse.Member
-	(*AddPartitionsToTxnResponse_Result)(nil),        // 137: strand.AddPartitionsToTxnResponse.Result
-	(*ListTransactionsResponse_Transaction)(nil),     // 138: strand.ListTransactionsResponse.Transaction
-	(*DescribeTransactionsResponse_Transaction)(nil), // 139: strand.DescribeTransactionsResponse.Transaction
-	(*DescribeProducersRequest_Partition)(nil),       // 140: strand.DescribeProducersRequest.Partition
-	(*DescribeProducersResponse_Producer)(nil),       // 141: strand.DescribeProducersResponse.Producer
-	(*DescribeProducersResponse_Partition)(nil),      // 142: strand.DescribeProducersResponse.Partition
-	(*WriteTxnMarkersRequest_Marker)(nil),            // 143: strand.WriteTxnMarkersRequest.Marker
-	(*WriteTxnMarkersResponse_Result)(nil),           // 144: strand.WriteTxnMarkersResponse.Result
-	(*RaftFrame)(nil),                                // 145: strand.RaftFrame
-	(*TxnProducer)(nil),                              // 146: strand.TxnProducer
-	(*TxnPartitions)(nil),                            // 147: strand.TxnPartitions
+	(*PartitionTier)(nil),                            // 61: strand.PartitionTier
+	(*PartitionCompaction)(nil),                      // 62: strand.PartitionCompaction
+	(*SaslAuthenticateRequest)(nil),                  // 63: strand.SaslAuthenticateRequest
+	(*SaslAuthenticateResponse)(nil),                 // 64: strand.SaslAuthenticateResponse
+	(*UserCredential)(nil),                           // 65: strand.UserCredential
+	(*AlterUsersRequest)(nil),                        // 66: strand.AlterUsersRequest
+	(*AlterUsersResponse)(nil),                       // 67: strand.AlterUsersResponse
+	(*ListUsersRequest)(nil),                         // 68: strand.ListUsersRequest
+	(*ListUsersResponse)(nil),                        // 69: strand.ListUsersResponse
+	(*AclBinding)(nil),                               // 70: strand.AclBinding
+	(*AlterAclsRequest)(nil),                         // 71: strand.AlterAclsRequest
+	(*AlterAclsResponse)(nil),                        // 72: strand.AlterAclsResponse
+	(*DescribeAclsRequest)(nil),                      // 73: strand.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),                     // 74: strand.DescribeAclsResponse
+	(*Quota)(nil),                                    // 75: strand.Quota
+	(*AlterQuotasRequest)(nil),                       // 76: strand.AlterQuotasRequest
+	(*AlterQuotasResponse)(nil),                      // 77: strand.AlterQuotasResponse
+	(*NodeAdminRequest)(nil),                         // 78: strand.NodeAdminRequest
+	(*NodeAdminResponse)(nil),                        // 79: strand.NodeAdminResponse
+	(*ElectLeadersRequest)(nil),                      // 80: strand.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),                     // 81: strand.ElectLeadersResponse
+	(*ClusterMembersRequest)(nil),                    // 82: strand.ClusterMembersRequest
+	(*ClusterMembersResponse)(nil),                   // 83: strand.ClusterMembersResponse
+	(*TxnInitProducerIdRequest)(nil),                 // 84: strand.TxnInitProducerIdRequest
+	(*TxnInitProducerIdResponse)(nil),                // 85: strand.TxnInitProducerIdResponse
+	(*AddPartitionsToTxnRequest)(nil),                // 86: strand.AddPartitionsToTxnRequest
+	(*AddPartitionsToTxnResponse)(nil),               // 87: strand.AddPartitionsToTxnResponse
+	(*AddOffsetsToTxnRequest)(nil),                   // 88: strand.AddOffsetsToTxnRequest
+	(*TxnOffsetCommitRequest)(nil),                   // 89: strand.TxnOffsetCommitRequest
+	(*TxnOffsetCommitResponse)(nil),                  // 90: strand.TxnOffsetCommitResponse
+	(*AddOffsetsToTxnResponse)(nil),                  // 91: strand.AddOffsetsToTxnResponse
+	(*EndTxnRequest)(nil),                            // 92: strand.EndTxnRequest
+	(*EndTxnResponse)(nil),                           // 93: strand.EndTxnResponse
+	(*ListTransactionsRequest)(nil),                  // 94: strand.ListTransactionsRequest
+	(*ListTransactionsResponse)(nil),                 // 95: strand.ListTransactionsResponse
+	(*AbortTransactionRequest)(nil),                  // 96: strand.AbortTransactionRequest
+	(*AbortTransactionResponse)(nil),                 // 97: strand.AbortTransactionResponse
+	(*DescribeTransactionsRequest)(nil),              // 98: strand.DescribeTransactionsRequest
+	(*DescribeTransactionsResponse)(nil),             // 99: strand.DescribeTransactionsResponse
+	(*DescribeProducersRequest)(nil),                 // 100: strand.DescribeProducersRequest
+	(*DescribeProducersResponse)(nil),                // 101: strand.DescribeProducersResponse
+	(*AbortedTransaction)(nil),                       // 102: strand.AbortedTransaction
+	(*WriteTxnMarkersRequest)(nil),                   // 103: strand.WriteTxnMarkersRequest
+	(*WriteTxnMarkersResponse)(nil),                  // 104: strand.WriteTxnMarkersResponse
+	(*MetadataResponse_Node)(nil),                    // 105: strand.MetadataResponse.Node
+	(*MetadataResponse_Partition)(nil),               // 106: strand.MetadataResponse.Partition
+	(*MetadataResponse_Topic)(nil),                   // 107: strand.MetadataResponse.Topic
+	(*ProduceRequest_Partition)(nil),                 // 108: strand.ProduceRequest.Partition
+	(*ProduceResponse_Partition)(nil),                // 109: strand.ProduceResponse.Partition
+	(*FetchRequest_Partition)(nil),                   // 110: strand.FetchRequest.Partition
+	(*FetchResponse_Batch)(nil),                      // 111: strand.FetchResponse.Batch
+	(*FetchResponse_TxnMarker)(nil),                  // 112: strand.FetchResponse.TxnMarker
+	(*FetchResponse_Partition)(nil),                  // 113: strand.FetchResponse.Partition
+	(*ListOffsetsRequest_Partition)(nil),             // 114: strand.ListOffsetsRequest.Partition
+	(*ListOffsetsResponse_Partition)(nil),            // 115: strand.ListOffsetsResponse.Partition
+	(*CreateTopicsRequest_Topic)(nil),                // 116: strand.CreateTopicsRequest.Topic
+	(*CreatePartitionsRequest_Topic)(nil),            // 117: strand.CreatePartitionsRequest.Topic
+	(*CreatePartitionsResponse_Topic)(nil),           // 118: strand.CreatePartitionsResponse.Topic
+	(*MovePartitionsRequest_Move)(nil),               // 119: strand.MovePartitionsRequest.Move
+	(*MovePartitionsResponse_Move)(nil),              // 120: strand.MovePartitionsResponse.Move
+	(*DescribeTopicsResponse_Topic)(nil),             // 121: strand.DescribeTopicsResponse.Topic
+	(*ListGroupsResponse_Group)(nil),                 // 122: strand.ListGroupsResponse.Group
+	(*DescribeGroupsResponse_Group)(nil),             // 123: strand.DescribeGroupsResponse.Group
+	(*OffsetDeleteResponse_Result)(nil),              // 124: strand.OffsetDeleteResponse.Result
+	(*DeleteGroupsResponse_Result)(nil),              // 125: strand.DeleteGroupsResponse.Result
+	(*AlterConfigsRequest_Topic)(nil),                // 126: strand.AlterConfigsRequest.Topic
+	(*AlterConfigsResponse_Topic)(nil),               // 127: strand.AlterConfigsResponse.Topic
+	(*DeleteRecordsRequest_Partition)(nil),           // 128: strand.DeleteRecordsRequest.Partition
+	(*DeleteRecordsResponse_Partition)(nil),          // 129: strand.DeleteRecordsResponse.Partition
+	(*DescribePartitionsRequest_Partition)(nil),      // 130: strand.DescribePartitionsRequest.Partition
+	(*DescribePartitionsResponse_Partition)(nil),     // 131: strand.DescribePartitionsResponse.Partition
+	(*AlterUsersRequest_Upsert)(nil),                 // 132: strand.AlterUsersRequest.Upsert
+	(*AlterUsersRequest_Delete)(nil),                 // 133: strand.AlterUsersRequest.Delete
+	(*AlterUsersResponse_Result)(nil),                // 134: strand.AlterUsersResponse.Result
+	(*ListUsersResponse_User)(nil),                   // 135: strand.ListUsersResponse.User
+	(*ElectLeadersResponse_Transfer)(nil),            // 136: strand.ElectLeadersResponse.Transfer
+	(*ClusterMembersResponse_Member)(nil),            // 137: strand.ClusterMembersResponse.Member
+	(*AddPartitionsToTxnResponse_Result)(nil),        // 138: strand.AddPartitionsToTxnResponse.Result
+	(*ListTransactionsResponse_Transaction)(nil),     // 139: strand.ListTransactionsResponse.Transaction
+	(*DescribeTransactionsResponse_Transaction)(nil), // 140: strand.DescribeTransactionsResponse.Transaction
+	(*DescribeProducersRequest_Partition)(nil),       // 141: strand.DescribeProducersRequest.Partition
+	(*DescribeProducersResponse_Producer)(nil),       // 142: strand.DescribeProducersResponse.Producer
+	(*DescribeProducersResponse_Partition)(nil),      // 143: strand.DescribeProducersResponse.Partition
+	(*WriteTxnMarkersRequest_Marker)(nil),            // 144: strand.WriteTxnMarkersRequest.Marker
+	(*WriteTxnMarkersResponse_Result)(nil),           // 145: strand.WriteTxnMarkersResponse.Result
+	(*RaftFrame)(nil),                                // 146: strand.RaftFrame
+	(*TxnProducer)(nil),                              // 147: strand.TxnProducer
+	(*TxnPartitions)(nil),                            // 148: strand.TxnPartitions
 }
 var file_wire_proto_depIdxs = []int32{
 	0,   // 0: strand.Error.code:type_name -> strand.ErrorCode
@@ -11951,27 +12070,27 @@ var file_wire_proto_depIdxs = []int32{
 	50,  // 19: strand.Request.delete_groups:type_name -> strand.DeleteGroupsRequest
 	51,  // 20: strand.Request.offset_delete:type_name -> strand.OffsetDeleteRequest
 	24,  // 21: strand.Request.create_partitions:type_name -> strand.CreatePartitionsRequest
-	65,  // 22: strand.Request.alter_users:type_name -> strand.AlterUsersRequest
-	67,  // 23: strand.Request.list_users:type_name -> strand.ListUsersRequest
-	70,  // 24: strand.Request.alter_acls:type_name -> strand.AlterAclsRequest
-	72,  // 25: strand.Request.describe_acls:type_name -> strand.DescribeAclsRequest
-	62,  // 26: strand.Request.sasl_authenticate:type_name -> strand.SaslAuthenticateRequest
-	75,  // 27: strand.Request.alter_quotas:type_name -> strand.AlterQuotasRequest
-	77,  // 28: strand.Request.node_admin:type_name -> strand.NodeAdminRequest
-	79,  // 29: strand.Request.elect_leaders:type_name -> strand.ElectLeadersRequest
-	81,  // 30: strand.Request.cluster_members:type_name -> strand.ClusterMembersRequest
+	66,  // 22: strand.Request.alter_users:type_name -> strand.AlterUsersRequest
+	68,  // 23: strand.Request.list_users:type_name -> strand.ListUsersRequest
+	71,  // 24: strand.Request.alter_acls:type_name -> strand.AlterAclsRequest
+	73,  // 25: strand.Request.describe_acls:type_name -> strand.DescribeAclsRequest
+	63,  // 26: strand.Request.sasl_authenticate:type_name -> strand.SaslAuthenticateRequest
+	76,  // 27: strand.Request.alter_quotas:type_name -> strand.AlterQuotasRequest
+	78,  // 28: strand.Request.node_admin:type_name -> strand.NodeAdminRequest
+	80,  // 29: strand.Request.elect_leaders:type_name -> strand.ElectLeadersRequest
+	82,  // 30: strand.Request.cluster_members:type_name -> strand.ClusterMembersRequest
 	26,  // 31: strand.Request.move_partitions:type_name -> strand.MovePartitionsRequest
-	83,  // 32: strand.Request.txn_init_producer_id:type_name -> strand.TxnInitProducerIdRequest
-	85,  // 33: strand.Request.add_partitions_to_txn:type_name -> strand.AddPartitionsToTxnRequest
-	87,  // 34: strand.Request.add_offsets_to_txn:type_name -> strand.AddOffsetsToTxnRequest
-	91,  // 35: strand.Request.end_txn:type_name -> strand.EndTxnRequest
-	93,  // 36: strand.Request.list_transactions:type_name -> strand.ListTransactionsRequest
-	97,  // 37: strand.Request.describe_transactions:type_name -> strand.DescribeTransactionsRequest
-	102, // 38: strand.Request.write_txn_markers:type_name -> strand.WriteTxnMarkersRequest
-	88,  // 39: strand.Request.txn_offset_commit:type_name -> strand.TxnOffsetCommitRequest
-	95,  // 40: strand.Request.abort_transaction:type_name -> strand.AbortTransactionRequest
-	99,  // 41: strand.Request.describe_producers:type_name -> strand.DescribeProducersRequest
-	145, // 42: strand.Request.raft:type_name -> strand.RaftFrame
+	84,  // 32: strand.Request.txn_init_producer_id:type_name -> strand.TxnInitProducerIdRequest
+	86,  // 33: strand.Request.add_partitions_to_txn:type_name -> strand.AddPartitionsToTxnRequest
+	88,  // 34: strand.Request.add_offsets_to_txn:type_name -> strand.AddOffsetsToTxnRequest
+	92,  // 35: strand.Request.end_txn:type_name -> strand.EndTxnRequest
+	94,  // 36: strand.Request.list_transactions:type_name -> strand.ListTransactionsRequest
+	98,  // 37: strand.Request.describe_transactions:type_name -> strand.DescribeTransactionsRequest
+	103, // 38: strand.Request.write_txn_markers:type_name -> strand.WriteTxnMarkersRequest
+	89,  // 39: strand.Request.txn_offset_commit:type_name -> strand.TxnOffsetCommitRequest
+	96,  // 40: strand.Request.abort_transaction:type_name -> strand.AbortTransactionRequest
+	100, // 41: strand.Request.describe_producers:type_name -> strand.DescribeProducersRequest
+	146, // 42: strand.Request.raft:type_name -> strand.RaftFrame
 	5,   // 43: strand.Response.error:type_name -> strand.Error
 	9,   // 44: strand.Response.hello:type_name -> strand.HelloResponse
 	11,  // 45: strand.Response.metadata:type_name -> strand.MetadataResponse
@@ -11994,43 +12113,43 @@ var file_wire_proto_depIdxs = []int32{
 	53,  // 62: strand.Response.delete_groups:type_name -> strand.DeleteGroupsResponse
 	52,  // 63: strand.Response.offset_delete:type_name -> strand.OffsetDeleteResponse
 	25,  // 64: strand.Response.create_partitions:type_name -> strand.CreatePartitionsResponse
-	66,  // 65: strand.Response.alter_users:type_name -> strand.AlterUsersResponse
-	68,  // 66: strand.Response.list_users:type_name -> strand.ListUsersResponse
-	71,  // 67: strand.Response.alter_acls:type_name -> strand.AlterAclsResponse
-	73,  // 68: strand.Response.describe_acls:type_name -> strand.DescribeAclsResponse
-	63,  // 69: strand.Response.sasl_authenticate:type_name -> strand.SaslAuthenticateResponse
-	76,  // 70: strand.Response.alter_quotas:type_name -> strand.AlterQuotasResponse
-	78,  // 71: strand.Response.node_admin:type_name -> strand.NodeAdminResponse
-	80,  // 72: strand.Response.elect_leaders:type_name -> strand.ElectLeadersResponse
-	82,  // 73: strand.Response.cluster_members:type_name -> strand.ClusterMembersResponse
+	67,  // 65: strand.Response.alter_users:type_name -> strand.AlterUsersResponse
+	69,  // 66: strand.Response.list_users:type_name -> strand.ListUsersResponse
+	72,  // 67: strand.Response.alter_acls:type_name -> strand.AlterAclsResponse
+	74,  // 68: strand.Response.describe_acls:type_name -> strand.DescribeAclsResponse
+	64,  // 69: strand.Response.sasl_authenticate:type_name -> strand.SaslAuthenticateResponse
+	77,  // 70: strand.Response.alter_quotas:type_name -> strand.AlterQuotasResponse
+	79,  // 71: strand.Response.node_admin:type_name -> strand.NodeAdminResponse
+	81,  // 72: strand.Response.elect_leaders:type_name -> strand.ElectLeadersResponse
+	83,  // 73: strand.Response.cluster_members:type_name -> strand.ClusterMembersResponse
 	27,  // 74: strand.Response.move_partitions:type_name -> strand.MovePartitionsResponse
-	84,  // 75: strand.Response.txn_init_producer_id:type_name -> strand.TxnInitProducerIdResponse
-	86,  // 76: strand.Response.add_partitions_to_txn:type_name -> strand.AddPartitionsToTxnResponse
-	90,  // 77: strand.Response.add_offsets_to_txn:type_name -> strand.AddOffsetsToTxnResponse
-	92,  // 78: strand.Response.end_txn:type_name -> strand.EndTxnResponse
-	94,  // 79: strand.Response.list_transactions:type_name -> strand.ListTransactionsResponse
-	98,  // 80: strand.Response.describe_transactions:type_name -> strand.DescribeTransactionsResponse
-	103, // 81: strand.Response.write_txn_markers:type_name -> strand.WriteTxnMarkersResponse
-	89,  // 82: strand.Response.txn_offset_commit:type_name -> strand.TxnOffsetCommitResponse
-	96,  // 83: strand.Response.abort_transaction:type_name -> strand.AbortTransactionResponse
-	100, // 84: strand.Response.describe_producers:type_name -> strand.DescribeProducersResponse
-	104, // 85: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
-	106, // 86: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
-	107, // 87: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
-	108, // 88: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
-	109, // 89: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
-	112, // 90: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
-	113, // 91: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
-	114, // 92: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
-	115, // 93: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
+	85,  // 75: strand.Response.txn_init_producer_id:type_name -> strand.TxnInitProducerIdResponse
+	87,  // 76: strand.Response.add_partitions_to_txn:type_name -> strand.AddPartitionsToTxnResponse
+	91,  // 77: strand.Response.add_offsets_to_txn:type_name -> strand.AddOffsetsToTxnResponse
+	93,  // 78: strand.Response.end_txn:type_name -> strand.EndTxnResponse
+	95,  // 79: strand.Response.list_transactions:type_name -> strand.ListTransactionsResponse
+	99,  // 80: strand.Response.describe_transactions:type_name -> strand.DescribeTransactionsResponse
+	104, // 81: strand.Response.write_txn_markers:type_name -> strand.WriteTxnMarkersResponse
+	90,  // 82: strand.Response.txn_offset_commit:type_name -> strand.TxnOffsetCommitResponse
+	97,  // 83: strand.Response.abort_transaction:type_name -> strand.AbortTransactionResponse
+	101, // 84: strand.Response.describe_producers:type_name -> strand.DescribeProducersResponse
+	105, // 85: strand.MetadataResponse.nodes:type_name -> strand.MetadataResponse.Node
+	107, // 86: strand.MetadataResponse.topics:type_name -> strand.MetadataResponse.Topic
+	108, // 87: strand.ProduceRequest.partitions:type_name -> strand.ProduceRequest.Partition
+	109, // 88: strand.ProduceResponse.partitions:type_name -> strand.ProduceResponse.Partition
+	110, // 89: strand.FetchRequest.partitions:type_name -> strand.FetchRequest.Partition
+	113, // 90: strand.FetchResponse.partitions:type_name -> strand.FetchResponse.Partition
+	114, // 91: strand.ListOffsetsRequest.partitions:type_name -> strand.ListOffsetsRequest.Partition
+	115, // 92: strand.ListOffsetsResponse.partitions:type_name -> strand.ListOffsetsResponse.Partition
+	116, // 93: strand.CreateTopicsRequest.topics:type_name -> strand.CreateTopicsRequest.Topic
 	5,   // 94: strand.TopicResult.error:type_name -> strand.Error
 	20,  // 95: strand.CreateTopicsResponse.topics:type_name -> strand.TopicResult
 	20,  // 96: strand.DeleteTopicsResponse.topics:type_name -> strand.TopicResult
-	116, // 97: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
-	117, // 98: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
-	118, // 99: strand.MovePartitionsRequest.moves:type_name -> strand.MovePartitionsRequest.Move
-	119, // 100: strand.MovePartitionsResponse.moves:type_name -> strand.MovePartitionsResponse.Move
-	120, // 101: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
+	117, // 97: strand.CreatePartitionsRequest.topics:type_name -> strand.CreatePartitionsRequest.Topic
+	118, // 98: strand.CreatePartitionsResponse.topics:type_name -> strand.CreatePartitionsResponse.Topic
+	119, // 99: strand.MovePartitionsRequest.moves:type_name -> strand.MovePartitionsRequest.Move
+	120, // 100: strand.MovePartitionsResponse.moves:type_name -> strand.MovePartitionsResponse.Move
+	121, // 101: strand.DescribeTopicsResponse.topics:type_name -> strand.DescribeTopicsResponse.Topic
 	34,  // 102: strand.ConsumerGroupHeartbeatRequest.owned:type_name -> strand.GroupTopicPartitions
 	36,  // 103: strand.ConsumerGroupHeartbeatRequest.classic:type_name -> strand.ClassicGroupStep
 	1,   // 104: strand.ClassicGroupStep.step:type_name -> strand.ClassicStep
@@ -12039,58 +12158,58 @@ var file_wire_proto_depIdxs = []int32{
 	34,  // 107: strand.OffsetFetchRequest.partitions:type_name -> strand.GroupTopicPartitions
 	42,  // 108: strand.OffsetFetchResponse.offsets:type_name -> strand.GroupCommittedOffset
 	34,  // 109: strand.OffsetFetchResponse.unstable:type_name -> strand.GroupTopicPartitions
-	121, // 110: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
+	122, // 110: strand.ListGroupsResponse.groups:type_name -> strand.ListGroupsResponse.Group
 	34,  // 111: strand.GroupMember.assigned:type_name -> strand.GroupTopicPartitions
 	34,  // 112: strand.GroupMember.revoking:type_name -> strand.GroupTopicPartitions
 	34,  // 113: strand.GroupMember.target:type_name -> strand.GroupTopicPartitions
 	48,  // 114: strand.GroupMember.classic:type_name -> strand.ClassicMemberState
 	34,  // 115: strand.ClassicMemberState.given:type_name -> strand.GroupTopicPartitions
 	34,  // 116: strand.ClassicMemberState.held:type_name -> strand.GroupTopicPartitions
-	122, // 117: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
+	123, // 117: strand.DescribeGroupsResponse.groups:type_name -> strand.DescribeGroupsResponse.Group
 	34,  // 118: strand.OffsetDeleteRequest.partitions:type_name -> strand.GroupTopicPartitions
-	123, // 119: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
-	124, // 120: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
-	125, // 121: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
-	126, // 122: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
-	127, // 123: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
-	128, // 124: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
-	129, // 125: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
-	130, // 126: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
-	131, // 127: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
-	132, // 128: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
-	133, // 129: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
-	134, // 130: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
-	69,  // 131: strand.AlterAclsRequest.add:type_name -> strand.AclBinding
-	69,  // 132: strand.AlterAclsRequest.remove:type_name -> strand.AclBinding
-	69,  // 133: strand.DescribeAclsResponse.bindings:type_name -> strand.AclBinding
-	74,  // 134: strand.DescribeAclsResponse.quotas:type_name -> strand.Quota
-	74,  // 135: strand.AlterQuotasRequest.quotas:type_name -> strand.Quota
+	124, // 119: strand.OffsetDeleteResponse.results:type_name -> strand.OffsetDeleteResponse.Result
+	125, // 120: strand.DeleteGroupsResponse.results:type_name -> strand.DeleteGroupsResponse.Result
+	126, // 121: strand.AlterConfigsRequest.topics:type_name -> strand.AlterConfigsRequest.Topic
+	127, // 122: strand.AlterConfigsResponse.topics:type_name -> strand.AlterConfigsResponse.Topic
+	128, // 123: strand.DeleteRecordsRequest.partitions:type_name -> strand.DeleteRecordsRequest.Partition
+	129, // 124: strand.DeleteRecordsResponse.partitions:type_name -> strand.DeleteRecordsResponse.Partition
+	130, // 125: strand.DescribePartitionsRequest.partitions:type_name -> strand.DescribePartitionsRequest.Partition
+	131, // 126: strand.DescribePartitionsResponse.partitions:type_name -> strand.DescribePartitionsResponse.Partition
+	132, // 127: strand.AlterUsersRequest.upserts:type_name -> strand.AlterUsersRequest.Upsert
+	133, // 128: strand.AlterUsersRequest.deletes:type_name -> strand.AlterUsersRequest.Delete
+	134, // 129: strand.AlterUsersResponse.results:type_name -> strand.AlterUsersResponse.Result
+	135, // 130: strand.ListUsersResponse.users:type_name -> strand.ListUsersResponse.User
+	70,  // 131: strand.AlterAclsRequest.add:type_name -> strand.AclBinding
+	70,  // 132: strand.AlterAclsRequest.remove:type_name -> strand.AclBinding
+	70,  // 133: strand.DescribeAclsResponse.bindings:type_name -> strand.AclBinding
+	75,  // 134: strand.DescribeAclsResponse.quotas:type_name -> strand.Quota
+	75,  // 135: strand.AlterQuotasRequest.quotas:type_name -> strand.Quota
 	2,   // 136: strand.NodeAdminRequest.action:type_name -> strand.NodeAction
-	135, // 137: strand.ElectLeadersResponse.transfers:type_name -> strand.ElectLeadersResponse.Transfer
-	136, // 138: strand.ClusterMembersResponse.members:type_name -> strand.ClusterMembersResponse.Member
-	146, // 139: strand.TxnInitProducerIdRequest.expected:type_name -> strand.TxnProducer
-	146, // 140: strand.AddPartitionsToTxnRequest.producer:type_name -> strand.TxnProducer
-	147, // 141: strand.AddPartitionsToTxnRequest.topics:type_name -> strand.TxnPartitions
-	137, // 142: strand.AddPartitionsToTxnResponse.results:type_name -> strand.AddPartitionsToTxnResponse.Result
-	146, // 143: strand.AddOffsetsToTxnRequest.producer:type_name -> strand.TxnProducer
-	146, // 144: strand.TxnOffsetCommitRequest.producer:type_name -> strand.TxnProducer
+	136, // 137: strand.ElectLeadersResponse.transfers:type_name -> strand.ElectLeadersResponse.Transfer
+	137, // 138: strand.ClusterMembersResponse.members:type_name -> strand.ClusterMembersResponse.Member
+	147, // 139: strand.TxnInitProducerIdRequest.expected:type_name -> strand.TxnProducer
+	147, // 140: strand.AddPartitionsToTxnRequest.producer:type_name -> strand.TxnProducer
+	148, // 141: strand.AddPartitionsToTxnRequest.topics:type_name -> strand.TxnPartitions
+	138, // 142: strand.AddPartitionsToTxnResponse.results:type_name -> strand.AddPartitionsToTxnResponse.Result
+	147, // 143: strand.AddOffsetsToTxnRequest.producer:type_name -> strand.TxnProducer
+	147, // 144: strand.TxnOffsetCommitRequest.producer:type_name -> strand.TxnProducer
 	39,  // 145: strand.TxnOffsetCommitRequest.commit:type_name -> strand.OffsetCommitRequest
-	146, // 146: strand.EndTxnRequest.producer:type_name -> strand.TxnProducer
-	138, // 147: strand.ListTransactionsResponse.transactions:type_name -> strand.ListTransactionsResponse.Transaction
-	147, // 148: strand.AbortTransactionResponse.topics:type_name -> strand.TxnPartitions
-	139, // 149: strand.DescribeTransactionsResponse.transactions:type_name -> strand.DescribeTransactionsResponse.Transaction
-	140, // 150: strand.DescribeProducersRequest.partitions:type_name -> strand.DescribeProducersRequest.Partition
-	142, // 151: strand.DescribeProducersResponse.partitions:type_name -> strand.DescribeProducersResponse.Partition
-	143, // 152: strand.WriteTxnMarkersRequest.markers:type_name -> strand.WriteTxnMarkersRequest.Marker
-	144, // 153: strand.WriteTxnMarkersResponse.results:type_name -> strand.WriteTxnMarkersResponse.Result
+	147, // 146: strand.EndTxnRequest.producer:type_name -> strand.TxnProducer
+	139, // 147: strand.ListTransactionsResponse.transactions:type_name -> strand.ListTransactionsResponse.Transaction
+	148, // 148: strand.AbortTransactionResponse.topics:type_name -> strand.TxnPartitions
+	140, // 149: strand.DescribeTransactionsResponse.transactions:type_name -> strand.DescribeTransactionsResponse.Transaction
+	141, // 150: strand.DescribeProducersRequest.partitions:type_name -> strand.DescribeProducersRequest.Partition
+	143, // 151: strand.DescribeProducersResponse.partitions:type_name -> strand.DescribeProducersResponse.Partition
+	144, // 152: strand.WriteTxnMarkersRequest.markers:type_name -> strand.WriteTxnMarkersRequest.Marker
+	145, // 153: strand.WriteTxnMarkersResponse.results:type_name -> strand.WriteTxnMarkersResponse.Result
 	5,   // 154: strand.MetadataResponse.Partition.error:type_name -> strand.Error
 	5,   // 155: strand.MetadataResponse.Topic.error:type_name -> strand.Error
-	105, // 156: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
+	106, // 156: strand.MetadataResponse.Topic.partitions:type_name -> strand.MetadataResponse.Partition
 	5,   // 157: strand.ProduceResponse.Partition.error:type_name -> strand.Error
-	111, // 158: strand.FetchResponse.Batch.marker:type_name -> strand.FetchResponse.TxnMarker
+	112, // 158: strand.FetchResponse.Batch.marker:type_name -> strand.FetchResponse.TxnMarker
 	5,   // 159: strand.FetchResponse.Partition.error:type_name -> strand.Error
-	110, // 160: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
-	101, // 161: strand.FetchResponse.Partition.aborted_transactions:type_name -> strand.AbortedTransaction
+	111, // 160: strand.FetchResponse.Partition.batches:type_name -> strand.FetchResponse.Batch
+	102, // 161: strand.FetchResponse.Partition.aborted_transactions:type_name -> strand.AbortedTransaction
 	5,   // 162: strand.ListOffsetsResponse.Partition.error:type_name -> strand.Error
 	18,  // 163: strand.CreateTopicsRequest.Topic.configs:type_name -> strand.ConfigEntry
 	5,   // 164: strand.CreatePartitionsResponse.Topic.error:type_name -> strand.Error
@@ -12108,22 +12227,23 @@ var file_wire_proto_depIdxs = []int32{
 	5,   // 176: strand.DeleteRecordsResponse.Partition.error:type_name -> strand.Error
 	5,   // 177: strand.DescribePartitionsResponse.Partition.error:type_name -> strand.Error
 	58,  // 178: strand.DescribePartitionsResponse.Partition.move_progress:type_name -> strand.MoveProgress
-	61,  // 179: strand.DescribePartitionsResponse.Partition.compaction:type_name -> strand.PartitionCompaction
-	64,  // 180: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
-	5,   // 181: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
-	3,   // 182: strand.ClusterMembersResponse.Member.state:type_name -> strand.MemberState
-	4,   // 183: strand.ClusterMembersResponse.Member.role:type_name -> strand.MetadataRole
-	5,   // 184: strand.AddPartitionsToTxnResponse.Result.error:type_name -> strand.Error
-	5,   // 185: strand.DescribeTransactionsResponse.Transaction.error:type_name -> strand.Error
-	147, // 186: strand.DescribeTransactionsResponse.Transaction.topics:type_name -> strand.TxnPartitions
-	5,   // 187: strand.DescribeProducersResponse.Partition.error:type_name -> strand.Error
-	141, // 188: strand.DescribeProducersResponse.Partition.producers:type_name -> strand.DescribeProducersResponse.Producer
-	5,   // 189: strand.WriteTxnMarkersResponse.Result.error:type_name -> strand.Error
-	190, // [190:190] is the sub-list for method output_type
-	190, // [190:190] is the sub-list for method input_type
-	190, // [190:190] is the sub-list for extension type_name
-	190, // [190:190] is the sub-list for extension extendee
-	0,   // [0:190] is the sub-list for field type_name
+	62,  // 179: strand.DescribePartitionsResponse.Partition.compaction:type_name -> strand.PartitionCompaction
+	61,  // 180: strand.DescribePartitionsResponse.Partition.tier:type_name -> strand.PartitionTier
+	65,  // 181: strand.AlterUsersRequest.Upsert.credential:type_name -> strand.UserCredential
+	5,   // 182: strand.AlterUsersResponse.Result.error:type_name -> strand.Error
+	3,   // 183: strand.ClusterMembersResponse.Member.state:type_name -> strand.MemberState
+	4,   // 184: strand.ClusterMembersResponse.Member.role:type_name -> strand.MetadataRole
+	5,   // 185: strand.AddPartitionsToTxnResponse.Result.error:type_name -> strand.Error
+	5,   // 186: strand.DescribeTransactionsResponse.Transaction.error:type_name -> strand.Error
+	148, // 187: strand.DescribeTransactionsResponse.Transaction.topics:type_name -> strand.TxnPartitions
+	5,   // 188: strand.DescribeProducersResponse.Partition.error:type_name -> strand.Error
+	142, // 189: strand.DescribeProducersResponse.Partition.producers:type_name -> strand.DescribeProducersResponse.Producer
+	5,   // 190: strand.WriteTxnMarkersResponse.Result.error:type_name -> strand.Error
+	191, // [191:191] is the sub-list for method output_type
+	191, // [191:191] is the sub-list for method input_type
+	191, // [191:191] is the sub-list for extension type_name
+	191, // [191:191] is the sub-list for extension extendee
+	0,   // [0:191] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -12220,14 +12340,14 @@ func file_wire_proto_init() {
 		(*Response_AbortTransaction)(nil),
 		(*Response_DescribeProducers)(nil),
 	}
-	file_wire_proto_msgTypes[105].OneofWrappers = []any{}
+	file_wire_proto_msgTypes[106].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   140,
+			NumMessages:   141,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
