@@ -48,15 +48,17 @@ func TestSimCatchesAuthSkipsAlterQuotasInSample(t *testing.T) {
 // operator's principal that reached a node lagging an acknowledged grant is
 // refused. Seed 45 without features is the one that found the production
 // bug (a follower confirmed once per term refused User:app on metadata
-// without the admin's grant); seeds 1 and 2 of the standard sample catch
+// without the admin's grant); seeds 2 and 3 of the standard sample catch
 // it through the grant probe. make sim-bugs BUGS=AuthRefusesUnconfirmed
 // SEEDS=30: 17 of seeds 1-30 (about two in three draw authorization); 13
 // with 8 probes a run, 0 with the bootstrap grants alone (0 of 30 without
 // features either: their lag window is a run's first few hundred ms).
+// Re-pinned after the fifteenth session's merges moved the traces (seed 1
+// no longer catches): 7 of seeds 1-12 [2 3 4 5 6 7 9]; pinned on 2 and 3.
 func TestSimCatchesAuthRefusesUnconfirmed(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	const marker = "after the ACL grants allowing it were acknowledged"
-	for _, seed := range []uint64{1, 2} {
+	for _, seed := range []uint64{2, 3} {
 		o := sampleOptions(t, seed, "mixed", "AuthRefusesUnconfirmed")
 		o.StopAtFailure = true
 		if res := runSeed(t, o, ""); !failsWith(res, marker) {
