@@ -433,6 +433,7 @@ func (d *durability) report() {
 	d.w.coverage.counts["fault/cut-segment-roll"] = int64(d.w.stats.CutsSegmentRoll)
 	d.w.coverage.counts["fault/crash-election"] = int64(d.w.stats.CrashElections)
 	d.w.coverage.counts["event/stale-read"] = int64(d.w.stats.StaleReads)
+	d.w.coverage.counts["event/read-any-replica"] = int64(d.w.stats.ReadsAnyReplica)
 	opens := d.opensBefore
 	for _, a := range d.auditors {
 		opens += int64(a.Opens)

@@ -120,16 +120,16 @@ func (c *Coverage) Table(prefix string) string {
 	return b.String()
 }
 
-// CoverageExpected are the names a CI sample of seeds must see at least
-// once each (TestSimCoverage): every fault kind the planner and the network
-// inject, and the rare paths the checks are meant to exercise.
+// CoverageExpected are the names the CI sample of seeds (TestSim's 200)
+// must see at least once each: every fault kind the planner and the
+// network inject, and the rare paths the checks are meant to exercise.
 var CoverageExpected = []string{
 	"fault/crash", "fault/partition-sym", "fault/partition-asym", "fault/isolate-leader",
 	"fault/bit-flip", "fault/fail-read", "fault/fail-sync", "fault/net-drop", "fault/net-dup",
 	"fault/restart", "fault/fail-stop", "fault/power-cut", "fault/wipe", "fault/clock-jump", "fault/crash-leader",
 	"fault/cut-checkpoint", "fault/cut-segment-roll", "fault/crash-election",
 	"fault/kill", "fault/cut-round", "fault/power-cut-round", "fault/kill-round", "fault/rolling-kill",
-	"fault/pause", "fault/leader-chain", "fault/leader-chain-isolate", "run/tick-drift", "run/tail-cache-off", "fault/cut-recovery", "fault/power-cut-recovery", "event/stale-read",
+	"fault/pause", "fault/leader-chain", "fault/leader-chain-isolate", "run/tick-drift", "run/tail-cache-off", "fault/cut-recovery", "fault/power-cut-recovery", "event/stale-read", "event/read-any-replica",
 	"fault/crash-before-fsync", "fault/crash-after-fsync", "fault/kill-before-fsync", "audit/recovered-later",
 	"event/leader-elected", "event/vote-granted", "event/append-rejected", "event/log-truncate",
 	"event/recovery-truncate", "event/checkpoint", "event/checkpoint-restore", "event/produce-duplicate",

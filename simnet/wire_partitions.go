@@ -32,8 +32,7 @@ import (
 // partitions counted once at its start.
 //
 // Off in Standard for now: a grow changes its seed's trace, and seed-bound
-// tests rest on single seeds (TestSimCoverage's event/disk-full on seed
-// 15 alone, event/catchup-throttled on seed 6, the planted-bug seeds), in
+// tests rest on single seeds (the planted-bug seeds), in
 // this branch and in the branches merged beside it. TestSimAddPartitions
 // runs grow seeds; turning it on in Standard means re-checking those.
 
