@@ -266,6 +266,11 @@ type Options struct {
 	// rest and the final checks: for catch-rate sweeps of planted bugs
 	// (TestSimCatchRate), where only "caught or not" matters.
 	StopAtFailure bool
+	// StopAtFailureWith, with StopAtFailure, ends the run only at a failed
+	// check whose message contains it: a pin that wants a particular check
+	// to catch its bug (requireCatches' marker) stops as soon as that check
+	// fails and, past any other failure, goes on as a whole run would.
+	StopAtFailureWith string
 }
 
 // DefaultAuditOneIn is Standard's AuditOneIn: sampled to keep the run

@@ -52,7 +52,7 @@ func Run(o Options, vizDir string) (res Result) {
 		}
 	}()
 	w.run()
-	if o.StopAtFailure && len(w.failures) > 0 {
+	if w.stoppedAtFailure {
 		return w.result()
 	}
 	if !w.work.drained && len(w.failures) == 0 {

@@ -34,6 +34,9 @@ func requireCatches(t *testing.T, bug string, from, to uint64, want int, marker 
 		if adjust != nil {
 			adjust(&o)
 		}
+		// A catching seed ends at the marker's failure (a whole run after
+		// it would prove nothing more); any other failure runs on.
+		o.StopAtFailure, o.StopAtFailureWith = true, marker
 		if res := runSeed(t, o, ""); res.Failed() && (marker == "" || failsWith(res, marker)) {
 			caught = append(caught, seed)
 			if len(caught) == want {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -189,7 +190,10 @@ type world struct {
 	work           *workload
 	planner        *planner
 	stopped        bool
-	failures       []string
+	// stoppedAtFailure: Options.StopAtFailure ended the run (Run skips
+	// the final checks).
+	stoppedAtFailure bool
+	failures         []string
 	// inconclusive is the model check's timeout when it alone did not pass.
 	inconclusive string
 	// failureCount counts step failures, kept or not.
@@ -354,11 +358,12 @@ func newWorld(o Options) *world {
 // whole, but the seed fails.
 func (w *world) fail(format string, args ...any) {
 	w.failureCount++
+	msg := fmt.Sprintf("t=%v: ", w.sched.now) + fmt.Sprintf(format, args...)
 	if w.failureCount <= failuresKept {
-		msg := fmt.Sprintf("t=%v: ", w.sched.now) + fmt.Sprintf(format, args...)
 		w.failures = append(w.failures, msg)
 	}
-	if w.opts.StopAtFailure {
+	if w.opts.StopAtFailure && strings.Contains(msg, w.opts.StopAtFailureWith) {
+		w.stoppedAtFailure = true
 		w.stop()
 	}
 }
