@@ -19,21 +19,21 @@ const catchSearchMax = 200
 // and names the seed to pin instead.
 var pinnedCatch = map[string]uint64{
 	"WALAckBeforeFsync":         1, // with Options.WAL (seedOptions)
-	"StalledLeaderKeepsLeading": 1, // with disk stalls (seedOptions)
+	"StalledLeaderKeepsLeading": 2, // with disk stalls (seedOptions)
 	"ElectionInCoreTicks":       1, // with the drawn knobs (knobs.go); never with FixedKnobs
 
 	"AckBeforeCommit": 1, "SkipFsync": 1, "FetchBeyondHighMark": 1, "ReapplyAfterRestart": 7, "LocalRead": 4,
 	"RestoreForgetsProducers": 7, "CheckpointForgetsProducers": 5, "FetchRenumbersInsideBatch": 1,
 	"AckLeaderEarly": 1, "RecoverTrustsPageCache": 1, "LeaseReads": 4, "RestoreIndexTimes": 7,
-	"AckBeforeSyncDone": 1, "WipedNodeVotes": 3, "CompactPastStart": 1, "RepairTrustsItself": 5,
+	"AckBeforeSyncDone": 1, "WipedNodeVotes": 3, "CompactPastStart": 1, "RepairTrustsItself": 3,
 	"StaleSnapshot": 3, "TopicIDUnchecked": 2, "ProduceSkipsCRC": 2, "QuiescedNeverWake": 1,
 	"FirstBatchMustFit":       1,
 	"GroupAssignBeforeRevoke": 1, "GroupCommitSkipsEpoch": 2,
 	"GroupClassicForgotten":    3,  // with Options.ClassicMembers (classic_sim_simbugs_test.go)
 	"OffsetsRestoreSkipsTail":  2,  // the group workload: the restore check (offsets_replay.go)
-	"OffsetsTombstoneInFlight": 2,  // the group workload, passes over __strand_offsets (offsets_replay.go)
+	"OffsetsTombstoneInFlight": 6,  // the group workload, passes over __strand_offsets (offsets_replay.go)
 	"MoveDropsOldReplicaEarly": 1,  // with Options.Moves over 5 nodes (moves_simbugs_test.go)
-	"RemoveBeforeCaughtUp":     21, // with Options.Joins (joins_simbugs_test.go); the drained node held down across its removal (wire_joins.go holdDown)
+	"RemoveBeforeCaughtUp":     23, // with Options.Joins (joins_simbugs_test.go); the drained node held down across its removal (wire_joins.go holdDown)
 	"MoveRacesRebalance":       6,  // the standard sample with groups and moves forced (moves_simbugs_test.go)
 	"TxnOffsetsOnAbort":        1,  // with Options.Txn: the TransactSession members (txn_sim_simbugs_test.go)
 	"StaleSecurityView":        1,  // the loop round's security view (loop_simbugs_test.go)
