@@ -38,7 +38,7 @@ var pinnedCatch = map[string]uint64{
 	"TxnOffsetsOnAbort":        1,  // with Options.Txn: the TransactSession members (txn_sim_simbugs_test.go)
 	"StaleSecurityView":        1,  // the loop round's security view (loop_simbugs_test.go)
 	"LibCommitSkipsFlush":      1,  // with Options.Txn: the transactional producers (txn_sim_simbugs_test.go)
-	"LibIgnoresThrottle":       7,  // with Options.AppQuota: the workload's throttled clients (libproducer_simbugs_test.go)
+	"LibIgnoresThrottle":       24, // with Options.AppQuota: the workload's throttled clients (libproducer_simbugs_test.go)
 	"SpliceStaleHead":          1,  // every native fetch answer is spliced (wire_splice_simbugs_test.go)
 	"KafkaSpliceStaleBase":     5,  // every Kafka fetch answer is spliced (wire_splice_simbugs_test.go)
 }

