@@ -75,6 +75,16 @@ func (c *Client) SimRun(fn func(ctx context.Context), done func()) (abandon func
 	return task.abandon
 }
 
+// SimAbandon ends the Client's unfinished task, if any, where it waits,
+// as SimRun's abandon does: for a simulator ending a run with tasks still
+// waiting on answers that will never come. Until then each such task is a
+// parked coroutine holding its Client and the simulated world it reaches.
+func (c *Client) SimAbandon() {
+	if c.simTask != nil {
+		c.simTask.abandon()
+	}
+}
+
 // resume runs the task until it waits again or returns.
 func (t *simTask) resume() {
 	if t.over {

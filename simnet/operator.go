@@ -440,7 +440,7 @@ func (op *operator) send(a opAction, done func()) {
 		}
 		var listed int
 		var err error
-		cl.SimRun(func(ctx context.Context) { listed, err = r.lib(ctx, cl) }, func() {
+		op.ww.w.simRun(cl, func(ctx context.Context) { listed, err = r.lib(ctx, cl) }, func() {
 			if a.intruder {
 				op.judgeIntruderLib(a, listed, err)
 			} else {

@@ -149,7 +149,7 @@ func (op *operator) verifyNext() {
 // passes what differs to done; read says "no answer: ..." on an error.
 func (op *operator) ask(read func(ctx context.Context, cl *clientlib.Client) string, done func(string)) {
 	var why string
-	op.opsLib.SimRun(func(ctx context.Context) { why = read(ctx, op.opsLib) }, func() { done(why) })
+	op.ww.w.simRun(op.opsLib, func(ctx context.Context) { why = read(ctx, op.opsLib) }, func() { done(why) })
 }
 
 // noAnswer is the mismatch of a read that failed.

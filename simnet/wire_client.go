@@ -282,7 +282,7 @@ func (c *wireClient) createRun() {
 	cl := c.adminLib
 	inDoubt := c.libInDoubt
 	var err error
-	cl.SimRun(func(ctx context.Context) {
+	c.ww.w.simRun(cl, func(ctx context.Context) {
 		err = cl.CreateTopic(ctx, t.name, int32(c.ww.createPartitions(t)), int32(o.Replication), configs)
 	}, func() {
 		// A create acknowledged after an attempt whose outcome stayed

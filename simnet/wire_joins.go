@@ -296,7 +296,7 @@ func (c *wireClient) adminStep(req *strandpb.NodeAdminRequest, accept []strandpb
 	run = func() {
 		c.attempts++
 		var err error
-		jp.lib.SimRun(func(ctx context.Context) { err = nodeAdminCall(ctx, jp.lib, req) }, func() {
+		c.ww.w.simRun(jp.lib, func(ctx context.Context) { err = nodeAdminCall(ctx, jp.lib, req) }, func() {
 			code := errCode(err)
 			switch {
 			case err == nil || slices.Contains(accept, code):
@@ -675,7 +675,7 @@ func (c *wireClient) sendDecomMoves(id uint64, moves []metadata.Move, stranded [
 		}
 	}
 	var err error
-	jp.lib.SimRun(func(ctx context.Context) {
+	c.ww.w.simRun(jp.lib, func(ctx context.Context) {
 		var rs []clientlib.PartitionMoveResult
 		rs, err = jp.lib.MovePartitions(ctx, req)
 		for _, r := range rs {

@@ -248,7 +248,7 @@ func (s *kvSim) create(attempt int) {
 		cfg["retention.ms"], cfg["retention.bytes"] = strconv.FormatInt(ms, 10), strconv.FormatInt(bytes, 10)
 	}
 	var err error
-	s.prod.SimRun(func(ctx context.Context) {
+	s.ww.w.simRun(s.prod, func(ctx context.Context) {
 		err = s.prod.CreateTopic(ctx, topicKV, 1, int32(s.ww.w.opts.Replication), cfg)
 	}, func() {
 		if err == nil || errors.Is(err, clientlib.ErrTopicExists) {
@@ -326,7 +326,7 @@ func (s *kvSim) deleteSome() {
 	s.trimming = true
 	var logStart int64
 	var err error
-	s.prod.SimRun(func(ctx context.Context) {
+	s.ww.w.simRun(s.prod, func(ctx context.Context) {
 		logStart, err = s.prod.DeleteRecords(ctx, topicKV, 0, before)
 	}, func() {
 		s.trimming = false
@@ -409,7 +409,7 @@ func (s *kvSim) stop() {
 // the final read only excuses more keys (below the log start).
 func (s *kvSim) alterToCompact(attempt int) {
 	var err error
-	s.prod.SimRun(func(ctx context.Context) {
+	s.ww.w.simRun(s.prod, func(ctx context.Context) {
 		_, err = s.prod.AlterTopicConfig(ctx, topicKV, map[string]string{"cleanup.policy": "compact"}, nil)
 	}, func() {
 		if err == nil || attempt >= attemptsMax {
@@ -510,7 +510,7 @@ func (s *kvSim) poll(rd *kvRead, then func()) {
 		return
 	}
 	var fs clientlib.Fetches
-	s.cons.SimRun(func(ctx context.Context) { fs = rd.k.Poll(ctx) }, func() {
+	s.ww.w.simRun(s.cons, func(ctx context.Context) { fs = rd.k.Poll(ctx) }, func() {
 		erred, got := false, false
 		for _, f := range fs {
 			erred, got = erred || f.Err != nil, got || len(f.Records) > 0

@@ -224,7 +224,7 @@ func (lc *libConsumer) poll() {
 	}
 	var fs clientlib.Fetches
 	start := w.now()
-	lc.abandon = lc.cl.SimRun(func(ctx context.Context) { fs = lc.k.Poll(ctx) }, func() { lc.polled(fs, start) })
+	lc.abandon = lc.c.ww.w.simRun(lc.cl, func(ctx context.Context) { fs = lc.k.Poll(ctx) }, func() { lc.polled(fs, start) })
 }
 
 // polled checks what a Poll handed out, seeks where it must, and polls

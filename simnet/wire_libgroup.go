@@ -218,7 +218,7 @@ func (m *libMember) poll() {
 	}
 	var fs clientlib.Fetches
 	start := m.lg.ww.w.now()
-	life.abandon = life.cl.SimRun(func(ctx context.Context) { fs = life.g.Poll(ctx) }, func() { m.polled(life, fs, start) })
+	life.abandon = m.lg.ww.w.simRun(life.cl, func(ctx context.Context) { fs = life.g.Poll(ctx) }, func() { m.polled(life, fs, start) })
 }
 
 // polled checks and records what a Poll handed out, then processes it.
@@ -287,7 +287,7 @@ func (m *libMember) processed(life *libLife) {
 		m.poll()
 		return
 	}
-	life.abandon = life.cl.SimRun(func(ctx context.Context) { _ = life.g.Commit(ctx) }, m.poll)
+	life.abandon = m.lg.ww.w.simRun(life.cl, func(ctx context.Context) { _ = life.g.Commit(ctx) }, m.poll)
 }
 
 // crash kills the member's process mid-batch; it restarts a little later.
@@ -445,23 +445,6 @@ func (lg *libGroup) finish(then func()) {
 	lg.readCommitted(0, then)
 }
 
-// endLibTasks abandons the library members' tasks still waiting when the
-// run ends early (a failure, the time limit): their coroutines must not
-// outlive the run.
-func (w *world) endLibTasks() {
-	if w.wire == nil {
-		return
-	}
-	w.wire.endLibConsumers()     // wire_libconsumer.go
-	w.wire.txn.endSessionTasks() // wire_txn_session_check.go
-	if w.wire.libGroup == nil {
-		return
-	}
-	for _, m := range w.wire.libGroup.members {
-		m.kill()
-	}
-}
-
 // libFinalReadsMax bounds the attempts to read the final offsets.
 const libFinalReadsMax = 40
 
@@ -484,7 +467,7 @@ func (lg *libGroup) readCommitted(attempt int, then func()) {
 	}
 	var got []clientlib.CommittedOffset
 	life.cl = cl
-	life.abandon = cl.SimRun(func(ctx context.Context) { got, err = cl.FetchOffsets(ctx, groupID) }, func() {
+	life.abandon = lg.ww.w.simRun(cl, func(ctx context.Context) { got, err = cl.FetchOffsets(ctx, groupID) }, func() {
 		life.alive = false
 		switch {
 		case err == nil:

@@ -99,7 +99,7 @@ func (mp *movePlan) startCancel(i int, d time.Duration) {
 func (ww *wireWorkload) libMove(cl *clientlib.Client, g int, replicas []uint64, redirect bool, done func(error)) {
 	tp := ww.moveTP(g)
 	var err error
-	cl.SimRun(func(ctx context.Context) {
+	ww.w.simRun(cl, func(ctx context.Context) {
 		var rs []clientlib.PartitionMoveResult
 		rs, err = cl.MovePartitions(ctx, []clientlib.PartitionMove{{Topic: tp.Topic, Partition: tp.Partition, Replicas: replicas,
 			Redirect: redirect}})

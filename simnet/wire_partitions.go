@@ -171,7 +171,7 @@ func (c *wireClient) growRun() {
 	c.attempts++
 	var got clientlib.PartitionsAdded
 	var err error
-	g.lib.SimRun(func(ctx context.Context) {
+	c.ww.w.simRun(g.lib, func(ctx context.Context) {
 		got, err = g.lib.CreatePartitions(ctx, main.name, int32(main.partitions), false)
 	},
 		func() { c.onGrow(got, err) })

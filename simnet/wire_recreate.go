@@ -180,7 +180,7 @@ func (c *wireClient) deleteRun() {
 	}
 	cl := c.adminLib
 	var err error
-	cl.SimRun(func(ctx context.Context) {
+	c.ww.w.simRun(cl, func(ctx context.Context) {
 		var info clientlib.ClusterInfo
 		if info, err = cl.Metadata(ctx); err != nil {
 			return

@@ -346,7 +346,7 @@ func (l *txnLife) task(fn func(ctx context.Context), done func()) {
 	if !l.alive {
 		return
 	}
-	l.abandon = l.cl.SimRun(fn, done)
+	l.abandon = l.p.c.ww.w.simRun(l.cl, fn, done)
 }
 
 // after runs fn after d, unless the process died first; a paused process

@@ -212,7 +212,7 @@ func (m *sesMember) spawn() {
 	// transactions, each well inside the transaction timeout.
 	fetchBytes := int32(txnSessionFetchBytesMin << m.c.rng.IntN(4))
 	ww.w.coverage.Inc("txn/session-start")
-	l.abandon = cl.SimRun(func(ctx context.Context) { err = cl.InitTransactions(ctx) }, func() {
+	l.abandon = m.ses.s.ww.w.simRun(cl, func(ctx context.Context) { err = cl.InitTransactions(ctx) }, func() {
 		if err != nil {
 			l.restart()
 			return
@@ -241,7 +241,7 @@ func (l *sesLife) poll() {
 	}
 	var fs clientlib.Fetches
 	start := m.ses.s.ww.w.now()
-	l.abandon = l.cl.SimRun(func(ctx context.Context) { fs = l.ts.Poll(ctx) }, func() { l.polled(fs, start) })
+	l.abandon = l.m.ses.s.ww.w.simRun(l.cl, func(ctx context.Context) { fs = l.ts.Poll(ctx) }, func() { l.polled(fs, start) })
 }
 
 // polled transforms what a Poll returned, or polls again.
@@ -310,7 +310,7 @@ func (l *sesLife) transform(in []*clientlib.Record) {
 	var committed bool
 	var err error
 	idx := l.txn
-	l.abandon = l.cl.SimRun(func(ctx context.Context) {
+	l.abandon = l.m.ses.s.ww.w.simRun(l.cl, func(ctx context.Context) {
 		for i, r := range outs {
 			l.ts.Produce(ctx, r, func(r *clientlib.Record, err error) {
 				if err == nil && r.Offset >= 0 {
@@ -408,7 +408,7 @@ func (l *sesLife) ended(committed bool, err error) {
 // close closes the session (aborting an open transaction) and counts the
 // member out.
 func (l *sesLife) close() {
-	l.abandon = l.cl.SimRun(func(ctx context.Context) { _ = l.ts.Close(ctx) }, func() {
+	l.abandon = l.m.ses.s.ww.w.simRun(l.cl, func(ctx context.Context) { _ = l.ts.Close(ctx) }, func() {
 		l.alive = false
 		l.m.stopped = true
 	})

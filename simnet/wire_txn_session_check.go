@@ -94,7 +94,7 @@ func (ses *txnSession) readCommitted(attempt int, then func(map[linearizability.
 	// with its marker, later; a plain read right after the last commit
 	// saw the offsets before it while its outputs were already visible
 	// (seed 45: input sim/3@72 output, committed offset 72).
-	l.abandon = cl.SimRun(func(ctx context.Context) { got, err = cl.FetchStableOffsets(ctx, txnSessionGroup) }, func() {
+	l.abandon = ses.s.ww.w.simRun(cl, func(ctx context.Context) { got, err = cl.FetchStableOffsets(ctx, txnSessionGroup) }, func() {
 		l.alive = false
 		switch {
 		case err == nil:

@@ -3,6 +3,7 @@ package simnet
 import (
 	"errors"
 	"fmt"
+	"github.com/strandlog/strand/clientlib"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -193,7 +194,11 @@ type world struct {
 	// stoppedAtFailure: Options.StopAtFailure ended the run (Run skips
 	// the final checks).
 	stoppedAtFailure bool
-	failures         []string
+	// libClients are the clientlib clients that ran a task (libtasks.go),
+	// in order; libClientSeen is their set.
+	libClients    []*clientlib.Client
+	libClientSeen map[*clientlib.Client]bool
+	failures      []string
 	// inconclusive is the model check's timeout when it alone did not pass.
 	inconclusive string
 	// failureCount counts step failures, kept or not.
