@@ -12,7 +12,9 @@ import (
 // race, a gap (everything below it is left out), the newer term's object
 // preferred among two of the same range.
 func TestChain(t *testing.T) {
-	s := func(base, end int64, term uint64) Segment { return Segment{Base: base, End: end, Term: term, Bytes: 10} }
+	s := func(base, end int64, term uint64) Segment {
+		return Segment{Base: base, End: end, Term: term, Bytes: 10}
+	}
 	for _, c := range []struct {
 		name string
 		segs []Segment
