@@ -24,9 +24,10 @@ import (
 // uploads, deletion from the bucket, local retention (tierLocalLimit, with
 // total retention over the remote segments, remoteRetention) and remote
 // reads (tier_read.go), the figures of both tiers (tier_view.go: topic
-// describe, /metrics) and an upload budget (tier_throttle.go). Not built:
-// recovery from the bucket, so remote.storage.enable=true is refused
-// unless Config.TieredStorageUnfinished.
+// describe, /metrics), an upload budget (tier_throttle.go) and recovery
+// from the bucket (tier_recover.go: the topic descriptor, TIER_RESTORE).
+// remote.storage.enable=true is still refused unless
+// Config.TieredStorageUnfinished (engine/tier's "Next", step 6).
 //
 // Uploads, on the leader of a tiered partition, at each retention check
 // (tierCheck), one job at a time per partition, once the leader applied
@@ -41,7 +42,7 @@ import (
 //  2. a storage job (untimed: the bucket, not the disk) reads the entries,
 //     turns each indexed batch or marker into a tier.Batch
 //     (tierBatches), EncodeObject, and Puts it under
-//     tier.SegmentKey("topics/<topic id hex>/<partition>", seg) with the
+//     tier.SegmentKey(c.tierPrefix(g), seg) (topics/<topic UUID>/<partition>) with the
 //     leader's term;
 //  3. its completion, on the loop, proposes a TIER_ADD; the ADD's apply
 //     answers Added, Duplicate or Stale (tierApplied). A Stale object is

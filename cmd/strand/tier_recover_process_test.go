@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/strandlog/strand/engine/tier"
 )
 
 // TestTopicRecoverFromBucket: three real nodes tier a topic to a shared
@@ -109,5 +111,32 @@ func TestTopicRecoverFromBucket(t *testing.T) {
 	if _, errOut, err := runCLIResult(t, env, "", "topic", "recover", "tiered", "--from-bucket"); err == nil ||
 		!strings.Contains(errOut, "topic tiered exists in the cluster") {
 		t.Fatalf("recover of a topic that exists: %v\n%s", err, errOut)
+	}
+}
+
+// TestTopicRecoverNeedsTiering: a cluster whose nodes have no object store
+// refuses to recover a topic the bucket holds, saying why, and creates
+// nothing.
+func TestTopicRecoverNeedsTiering(t *testing.T) {
+	bucket := t.TempDir()
+	b, err := tier.EncodeDescriptor(tier.Descriptor{Name: "lost", ID: "0123abcd-4567-89ef-8123-456789abcdef", Partitions: 2, ReplicationFactor: 1,
+		Configs: [][2]string{{"remote.storage.enable", "true"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(bucket, "names"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bucket, "names", "lost"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := startCluster(t, 1)
+	env := []string{"STRAND_BROKERS=" + strings.Join(c.addrs, ",")}
+	_, errOut, err := runCLIResult(t, env, "", "topic", "recover", "lost", "--from-bucket", "--tier-dir", bucket)
+	if err == nil || !strings.Contains(errOut, "no object store configured") {
+		t.Fatalf("recover on a cluster without tiering: %v\n%s", err, errOut)
+	}
+	if out := runCLI(t, env, "", "topic", "list"); strings.Contains(out, "lost") {
+		t.Fatalf("a refused recover created the topic:\n%s", out)
 	}
 }
