@@ -107,6 +107,7 @@ func (c *Core) tierRecoverCheck(g *group) bool {
 func (c *Core) startTierDescribe(g *group) {
 	t, ok := c.meta.meta.Topic(g.tp.Topic)
 	if !ok || t.ID != g.topicID {
+		g.tier.described = true // deleted: the replica stops (and must not hold its uploads meanwhile)
 		return
 	}
 	d := tier.Descriptor{Name: t.Name, ID: c.tierRemoteID(g), Partitions: int32(len(t.Replicas)), ReplicationFactor: t.ReplicationFactor}
