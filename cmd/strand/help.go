@@ -46,7 +46,7 @@ var commands = []command{
 		"strand topic delete-records hello --partition 0 --before 100"},
 	{"topic delete", "NAME", "delete a topic and all its records", "strand topic delete hello"},
 	{"topic recover", "NAME --from-bucket [--tier-dir DIR | --s3-endpoint URL --s3-bucket B ...]",
-		"rebuild a tiered topic the cluster lost from the object store: same name, partitions, configs and offsets (a new topic id); records acknowledged but not yet uploaded are lost",
+		"rebuild a tiered topic the cluster lost from the object store: same name, partitions, configs and offsets (a new topic id), printing the offsets recovered per partition; records acknowledged but not yet uploaded are lost",
 		"strand topic recover orders --from-bucket --tier-dir /var/lib/strand-bucket"},
 	{"partition move", "TOPIC/PARTITION (--replicas ID,ID,... | --cancel) [--no-wait] [--allow-rf-change]",
 		"move a partition's replicas to other nodes (learners catch up, then one joint raft change); waits and prints progress; refuses to change the replica count without --allow-rf-change",
