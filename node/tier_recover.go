@@ -188,6 +188,8 @@ func (c *Core) finishTierRecoverJob(g *group, j *tierJob, err error) {
 		what := "topic descriptor upload"
 		if j.restore {
 			what = "restore from the bucket"
+			// An operator waits on it (topic recover): say why, not only at debug level.
+			g.logs.log(slog.LevelWarn, "restore from the object store failed; retried after a backoff", slog.Any("err", err))
 		}
 		c.tierFailed(g, fmt.Errorf("%s: %w", what, err))
 		return
