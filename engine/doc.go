@@ -151,7 +151,10 @@
 // (ErrInvalidEntry) past the last stable offset; Result.Tier says Added, Duplicate (a retried
 // proposal) or Stale (a lost race: the uploader deletes its object). Once active, every TRIM moves
 // the remote start too and answers the segments wholly below it in Result.TierDropped, for the
-// leader to delete. An inactive manifest ignores trims and stays out of the snapshot and the
+// leader to delete. TIER_RESTORE (EncodeTierRestoreEntry; `strand topic recover`) carries a
+// manifest read from the bucket: on an empty partition (nothing appended, trimmed, compacted,
+// uploaded, no producer) the log starts at its start and ends at its end, every offset remote;
+// any other partition refuses it (ErrInvalidEntry). An inactive manifest ignores trims and stays out of the snapshot and the
 // digest, so a partition that never tiered has the state it had before tiering. Not yet: the node
 // side (uploads, local deletion bounded by tier.Manifest.LocalRemote, remote reads) and a
 // replicated log start for reads of remote offsets (Compacted moves the local one).

@@ -40,7 +40,10 @@ type EntryFields struct {
 	TierBase, TierEnd, TierBytes, TierMaxTimeMs int64
 	TierTerm                                    uint64
 	TierCRC                                     uint32
-	Batch                                       []byte
+	// TierManifest belongs to a TIER_RESTORE entry: a marshalled
+	// strandpb.TierState (a slice of the entry's bytes, like Batch).
+	TierManifest []byte
+	Batch        []byte
 }
 
 // Producer names an idempotent producer's batch: its id, epoch and the
@@ -78,6 +81,7 @@ const (
 	fieldTierMaxTime   = 20
 	fieldTierTerm      = 21
 	fieldTierCRC       = 22
+	fieldTierManifest  = 23
 )
 
 // DecodeEntry reads a marshalled strandpb.Entry with protowire, allocating
@@ -92,15 +96,18 @@ func DecodeEntry(data []byte) (EntryFields, error) {
 			return EntryFields{}, fmt.Errorf("%w: tag: %v", ErrInvalidEntry, protowire.ParseError(n))
 		}
 		data = data[n:]
-		if typ == protowire.BytesType && (num == fieldBatch || num == fieldCompactDigest) {
+		if typ == protowire.BytesType && (num == fieldBatch || num == fieldCompactDigest || num == fieldTierManifest) {
 			v, m := protowire.ConsumeBytes(data)
 			if m < 0 {
 				return EntryFields{}, fmt.Errorf("%w: field %d: %v", ErrInvalidEntry, num, protowire.ParseError(m))
 			}
-			if num == fieldBatch {
+			switch num {
+			case fieldBatch:
 				e.Batch = v[:len(v):len(v)]
-			} else {
+			case fieldCompactDigest:
 				e.CompactDigest = v[:len(v):len(v)]
+			default:
+				e.TierManifest = v[:len(v):len(v)]
 			}
 			data = data[m:]
 			continue
@@ -207,7 +214,8 @@ func AppendEntry(dst []byte, e *EntryFields) []byte {
 	dst = appendVarintField(dst, fieldTierBytes, uint64(e.TierBytes))
 	dst = appendVarintField(dst, fieldTierMaxTime, uint64(e.TierMaxTimeMs))
 	dst = appendVarintField(dst, fieldTierTerm, e.TierTerm)
-	return appendVarintField(dst, fieldTierCRC, uint64(e.TierCRC))
+	dst = appendVarintField(dst, fieldTierCRC, uint64(e.TierCRC))
+	return appendBytesField(dst, fieldTierManifest, e.TierManifest)
 }
 
 // appendBytesField appends a non-empty bytes field; proto3 omits empty ones.

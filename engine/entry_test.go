@@ -35,6 +35,7 @@ func toProto(e *EntryFields) *strandpb.Entry {
 		TierMaxTimeMs:     e.TierMaxTimeMs,
 		TierTerm:          e.TierTerm,
 		TierCrc:           e.TierCRC,
+		TierManifest:      e.TierManifest,
 		Batch:             e.Batch,
 	}
 }
@@ -63,6 +64,7 @@ func fromProto(m *strandpb.Entry) EntryFields {
 		TierMaxTimeMs:     m.GetTierMaxTimeMs(),
 		TierTerm:          m.GetTierTerm(),
 		TierCRC:           m.GetTierCrc(),
+		TierManifest:      m.GetTierManifest(),
 		Batch:             m.GetBatch(),
 	}
 }
@@ -70,7 +72,7 @@ func fromProto(m *strandpb.Entry) EntryFields {
 // sameFields compares two EntryFields, treating nil and empty batches
 // (and digests) alike.
 func sameFields(a, b EntryFields) bool {
-	if !bytes.Equal(a.Batch, b.Batch) || !bytes.Equal(a.CompactDigest, b.CompactDigest) {
+	if !bytes.Equal(a.Batch, b.Batch) || !bytes.Equal(a.CompactDigest, b.CompactDigest) || !bytes.Equal(a.TierManifest, b.TierManifest) {
 		return false
 	}
 	if a.CompactGeneration != b.CompactGeneration || a.CompactOffset != b.CompactOffset ||
@@ -116,6 +118,7 @@ func TestEntryCodecMatchesProto(t *testing.T) {
 			TierMaxTimeMs:     pick64.Draw(t, "tierMaxTime"),
 			TierTerm:          rapid.Uint64().Draw(t, "tierTerm"),
 			TierCRC:           rapid.Uint32().Draw(t, "tierCRC"),
+			TierManifest:      rapid.SliceOfN(rapid.Byte(), 0, 40).Draw(t, "tierManifest"),
 			Batch:             rapid.SliceOfN(rapid.Byte(), 0, 50).Draw(t, "batch"),
 		}
 		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(toProto(&e))

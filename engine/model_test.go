@@ -319,7 +319,7 @@ func (s *machine) stepInvalid(t *rapid.T) {
 		data = EncodeProduceEntry(nil, 0, 0, NoProducer, batch)
 		data = data[:len(data)-1]
 	default:
-		data = AppendEntry(nil, &EntryFields{Kind: strandpb.EntryKind(8 + rapid.Int32Range(0, 5).Draw(t, "kind"))})
+		data = AppendEntry(nil, &EntryFields{Kind: strandpb.EntryKind(9 + rapid.Int32Range(0, 5).Draw(t, "kind"))})
 	}
 	if r := s.apply(data); !errors.Is(r.Err, ErrInvalidEntry) {
 		t.Fatalf("invalid entry gave %s", outcome(r))

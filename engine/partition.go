@@ -52,6 +52,9 @@ type Result struct {
 	// TierDropped lists the remote segments a TRIM took out of the
 	// manifest: the leader deletes their objects from the bucket.
 	TierDropped []tier.Segment
+	// TierRestored: a TIER_RESTORE took effect (the partition now starts
+	// and ends where the remote log found in the bucket does).
+	TierRestored bool
 }
 
 // BatchLocation says where the batch holding some offsets lives in the raft
@@ -191,6 +194,8 @@ func (p *Partition) apply(index uint64, data []byte) Result {
 		return p.applyCompactDone(&e)
 	case strandpb.EntryKind_ENTRY_KIND_TIER_ADD:
 		return p.applyTierAdd(&e)
+	case strandpb.EntryKind_ENTRY_KIND_TIER_RESTORE:
+		return p.applyTierRestore(&e)
 	default:
 		return Result{Err: fmt.Errorf("%w: unknown entry kind %d", ErrInvalidEntry, int32(e.Kind))}
 	}

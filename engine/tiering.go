@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/strandlog/strand/engine/tier"
 	"github.com/strandlog/strand/proto/strandpb"
 )
@@ -67,6 +69,53 @@ func (p *Partition) applyTierAdd(e *EntryFields) Result {
 	return Result{Tier: out}
 }
 
+// EncodeTierRestoreEntry appends the Data of a TIER_RESTORE entry to dst:
+// the leader of an empty partition of a recovered topic found the remote
+// log m in the bucket (node/tier_recover.go).
+func EncodeTierRestoreEntry(dst []byte, appendTimeMs int64, proposalID uint64, m tier.Manifest) []byte {
+	st := tierStateProto(m)
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(st)
+	if err != nil {
+		panic(fmt.Sprintf("engine: marshal a tier state: %v", err)) // a message of plain fields always marshals
+	}
+	return AppendEntry(dst, &EntryFields{
+		Kind:         strandpb.EntryKind_ENTRY_KIND_TIER_RESTORE,
+		AppendTimeMs: appendTimeMs,
+		ProposalID:   proposalID,
+		TierManifest: b,
+	})
+}
+
+// applyTierRestore applies a TIER_RESTORE entry: on an empty partition
+// (nothing ever appended, trimmed, compacted or uploaded, no producer)
+// the log starts at the manifest's start and ends at its end, every
+// offset remote, and the manifest is the one found in the bucket, active
+// even when empty (it then only fixes the log start). Any other partition
+// refuses it (ErrInvalidEntry), as every replica does alike: a recovery
+// never rewrites offsets a partition already gave out.
+func (p *Partition) applyTierRestore(e *EntryFields) Result {
+	if p.nextOffset != 0 || p.logStartOffset != 0 || p.head != len(p.batches) || p.tier.Active() ||
+		len(p.producers) != 0 || len(p.txns) != 0 || p.compaction.Decision.Generation != 0 {
+		return Result{Err: fmt.Errorf("%w: a tier restore on a partition that is not empty (high-water mark %d, log start %d)",
+			ErrInvalidEntry, p.nextOffset, p.logStartOffset)}
+	}
+	var st strandpb.TierState
+	if err := proto.Unmarshal(e.TierManifest, &st); err != nil {
+		return Result{Err: fmt.Errorf("%w: tier restore: %w", ErrInvalidEntry, err)}
+	}
+	m, err := tierStateManifest(&st)
+	if err == nil && m.Start() < 0 {
+		err = fmt.Errorf("remote log start %d", m.Start())
+	}
+	if err != nil {
+		return Result{Err: fmt.Errorf("%w: tier restore: %w", ErrInvalidEntry, err)}
+	}
+	p.tier = m
+	p.logStartOffset, p.nextOffset = m.Start(), m.Next()
+	p.extendCovered()
+	return Result{TierRestored: true}
+}
+
 // coverEnd is the offset below which indexed batches are covered: held
 // somewhere besides the raft log, so that each replica drops them from its
 // raft log, and its index, at its own pace (Compacted). That is the
@@ -110,12 +159,26 @@ func (p *Partition) tierToProto(snap *strandpb.PartitionSnapshot) {
 	if !p.tier.Active() {
 		return
 	}
-	segs := p.tier.Segments()
-	st := &strandpb.TierState{Start: p.tier.Start(), Segments: make([]*strandpb.TierSegment, len(segs))}
+	snap.Tier = tierStateProto(p.tier)
+}
+
+// tierStateProto is m as a snapshot and a TIER_RESTORE carry it.
+func tierStateProto(m tier.Manifest) *strandpb.TierState {
+	segs := m.Segments()
+	st := &strandpb.TierState{Start: m.Start(), Segments: make([]*strandpb.TierSegment, len(segs))}
 	for i, s := range segs {
 		st.Segments[i] = &strandpb.TierSegment{Base: s.Base, End: s.End, Bytes: s.Bytes, MaxTimeMs: s.MaxTimeMs, Term: s.Term, Crc: s.CRC}
 	}
-	snap.Tier = st
+	return st
+}
+
+// tierStateManifest is st as an active manifest, its invariants checked.
+func tierStateManifest(st *strandpb.TierState) (tier.Manifest, error) {
+	segs := make([]tier.Segment, len(st.GetSegments()))
+	for i, s := range st.GetSegments() {
+		segs[i] = tier.Segment{Base: s.GetBase(), End: s.GetEnd(), Bytes: s.GetBytes(), MaxTimeMs: s.GetMaxTimeMs(), Term: s.GetTerm(), CRC: s.GetCrc()}
+	}
+	return tier.Restore(segs, st.GetStart())
 }
 
 // tierFromProto restores the manifest, checking its invariants.
@@ -124,11 +187,7 @@ func (p *Partition) tierFromProto(snap *strandpb.PartitionSnapshot) error {
 	if st == nil {
 		return nil
 	}
-	segs := make([]tier.Segment, len(st.GetSegments()))
-	for i, s := range st.GetSegments() {
-		segs[i] = tier.Segment{Base: s.GetBase(), End: s.GetEnd(), Bytes: s.GetBytes(), MaxTimeMs: s.GetMaxTimeMs(), Term: s.GetTerm(), CRC: s.GetCrc()}
-	}
-	m, err := tier.Restore(segs, st.GetStart())
+	m, err := tierStateManifest(st)
 	if err != nil {
 		return err
 	}

@@ -95,6 +95,9 @@ func (c *Core) admitProduce(req ProduceRequest) (g *group, lead NodeID, term uin
 	if err == nil {
 		err = c.roomFor(g)
 	}
+	if err == nil && c.tierRecovering(g) {
+		err = ErrTierRecovering // tier_recover.go
+	}
 	return g, lead, term, info, err
 }
 

@@ -24,9 +24,10 @@ import (
 // uploads, deletion from the bucket, local retention (tierLocalLimit, with
 // total retention over the remote segments, remoteRetention) and remote
 // reads (tier_read.go), the figures of both tiers (tier_view.go: topic
-// describe, /metrics) and an upload budget (tier_throttle.go). Not built:
-// recovery from the bucket, so remote.storage.enable=true is refused
-// unless Config.TieredStorageUnfinished.
+// describe, /metrics), an upload budget (tier_throttle.go) and recovery
+// from the bucket (tier_recover.go: the topic descriptor, TIER_RESTORE).
+// remote.storage.enable=true is still refused unless
+// Config.TieredStorageUnfinished (engine/tier's "Next", step 6).
 //
 // Uploads, on the leader of a tiered partition, at each retention check
 // (tierCheck), one job at a time per partition, once the leader applied
@@ -41,7 +42,7 @@ import (
 //  2. a storage job (untimed: the bucket, not the disk) reads the entries,
 //     turns each indexed batch or marker into a tier.Batch
 //     (tierBatches), EncodeObject, and Puts it under
-//     tier.SegmentKey("topics/<topic id hex>/<partition>", seg) with the
+//     tier.SegmentKey(c.tierPrefix(g), seg) (topics/<topic UUID>/<partition>) with the
 //     leader's term;
 //  3. its completion, on the loop, proposes a TIER_ADD; the ADD's apply
 //     answers Added, Duplicate or Stale (tierApplied). A Stale object is
@@ -99,6 +100,11 @@ type tierState struct {
 	appliedTerm uint64
 	// counts are the replica's figures (tier_view.go).
 	counts tierCounts
+	// Recovery (tier_recover.go): described once this replica, as
+	// leader, wrote its topic's descriptor; restoring while its
+	// TIER_RESTORE waits to apply (until addDeadline); restoreRefused
+	// once it logged that a recovered partition took records first.
+	described, restoring, restoreRefused bool
 }
 
 // tierJob is a tier job in flight: an upload (read, seg, object), a
@@ -120,11 +126,9 @@ type tierJob struct {
 	manifest tier.Manifest
 	term     uint64
 	found    []string
-}
-
-// tierPrefix is g's object key prefix.
-func tierPrefix(g *group) string {
-	return fmt.Sprintf("topics/%016x/%d", g.topicID, g.tp.Partition)
+	// describe: a descriptor Put; restore: a read of the remote log into
+	// manifest (tier_recover.go).
+	describe, restore bool
 }
 
 // gateTiering refuses remote.storage.enable=true when this node has no
@@ -140,7 +144,7 @@ func (c *Core) gateTiering(sets []metadata.ConfigEntry) error {
 			return fmt.Errorf("%w: %s=true: %w", metadata.ErrInvalidConfig, e.Name, errTierStore)
 		}
 		if !c.cfg.TieredStorageUnfinished {
-			return fmt.Errorf("%w: %s=true is not enforced yet (tiered storage is unfinished: no recovery from the bucket); leave it unset",
+			return fmt.Errorf("%w: %s=true is not enforced yet (tiered storage is unfinished); leave it unset",
 				metadata.ErrInvalidConfig, e.Name)
 		}
 	}
@@ -181,6 +185,9 @@ func (c *Core) tierCheck(g *group) {
 		// uploads again, under its term's key, a range an older leader's
 		// ADD covers, nor starts past a range whose ADD it has yet to
 		// apply (simnet/tier_replicated.go checks both at every Put).
+		return
+	}
+	if c.tierRecoverCheck(g) { // tier_recover.go
 		return
 	}
 	if !c.tierUploadHeld() && c.startTierUpload(g, term) { // tier_throttle.go
@@ -244,7 +251,7 @@ func (c *Core) startTierUpload(g *group, term uint64) bool {
 	}
 	j := &tierJob{log: g.log, read: read, pre: pre, locs: locs,
 		seg: tier.Segment{Base: rng.Base, End: rng.End, Term: term}}
-	store, prefix := c.cfg.ObjectStore, tierPrefix(g)
+	store, prefix := c.cfg.ObjectStore, c.tierPrefix(g)
 	run := func() error { return j.upload(store, prefix) }
 	g.tier.job = c.queueJob(syncJob{g: g, run: run, tier: j, untimed: true})
 	return true
@@ -334,7 +341,7 @@ func (c *Core) startTierDelete(g *group) {
 // startTierSweep lists g's prefix and names the orphans of m at term.
 func (c *Core) startTierSweep(g *group, term uint64) {
 	j := &tierJob{sweep: true, manifest: g.part.Tier(), term: term}
-	store, prefix := c.cfg.ObjectStore, tierPrefix(g)
+	store, prefix := c.cfg.ObjectStore, c.tierPrefix(g)
 	run := func() error {
 		objs, err := store.List(context.Background(), prefix+"/")
 		if err != nil {
@@ -358,6 +365,9 @@ func (c *Core) finishTierJob(token uint64, job syncJob, err error) {
 	}
 	g.tier.job = 0
 	switch {
+	case j.describe || j.restore:
+		c.finishTierRecoverJob(g, j, err)
+		return
 	case j.sweep:
 		g.tier.sweepAt = c.ticks + tierSweepTicks
 		if err != nil {
@@ -428,13 +438,16 @@ func (c *Core) tierFailed(g *group, err error) {
 // the objects of segments a TRIM dropped are deleted, as is the object of
 // a TIER_ADD of ours found Stale.
 func (c *Core) tierApplied(g *group, data []byte, res engine.Result) {
+	if res.TierRestored {
+		c.tierRestored(g) // tier_recover.go
+	}
 	if c.cfg.ObjectStore == nil || (res.Tier == 0 && len(res.TierDropped) == 0) {
 		return
 	}
 	if _, _, leading := g.leadership(); !leading {
 		return
 	}
-	prefix := tierPrefix(g)
+	prefix := c.tierPrefix(g)
 	for _, s := range res.TierDropped {
 		g.tier.deletes = append(g.tier.deletes, tier.SegmentKey(prefix, s))
 	}

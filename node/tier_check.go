@@ -27,7 +27,7 @@ func (c *Core) TierPrefix(tp TopicPartition) (string, bool) {
 	if g == nil {
 		return "", false
 	}
-	return tierPrefix(g), true
+	return c.tierPrefix(g), true
 }
 
 // VerifyTierLocal checks that tp's replica holds every record from its log
@@ -67,7 +67,7 @@ func (c *Core) VerifyTier(tp TopicPartition, object func(key string) ([]byte, bo
 	if g == nil || g.part == nil {
 		return 0, nil
 	}
-	m, prefix := g.part.Tier(), tierPrefix(g)
+	m, prefix := g.part.Tier(), c.tierPrefix(g)
 	compared := 0
 	for _, seg := range m.Segments() {
 		key := tier.SegmentKey(prefix, seg)

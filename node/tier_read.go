@@ -97,7 +97,7 @@ func (c *Core) readRemote(g *group, f *coldRead, offset, budget int64, markers b
 	if f == nil {
 		return nil, 0, fmt.Errorf("%w: offset %d is remote: only fetches read it", ErrReplicaRecovering, offset)
 	}
-	key := tier.SegmentKey(tierPrefix(g), seg)
+	key := tier.SegmentKey(c.tierPrefix(g), seg)
 	if r := f.remote; r != nil && r.done && r.key == key && r.offset == offset {
 		f.remote = nil
 		if r.err != nil {

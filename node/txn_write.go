@@ -211,6 +211,8 @@ func (c *Core) proposeEntry(g *group, encode func(proposalID uint64) []byte, don
 		err = ErrStopped
 	case !leading:
 		err = ErrNotLeader
+	case c.tierRecovering(g):
+		err = ErrTierRecovering // tier_recover.go: a begin would keep the restore out
 	default:
 		err = c.roomFor(g)
 	}

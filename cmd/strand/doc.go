@@ -33,7 +33,7 @@
 // --kafka-listen, --kafka-advertise, --min-free-bytes, --catchup-bytes-per-sec,
 // --disk-stall-after), dev (N nodes in
 // one process, temp data dir), topic
-// create|list|describe|alter|add-partitions|delete-records|delete, produce, consume (--group G
+// create|list|describe|alter|add-partitions|delete-records|delete|recover, produce, consume (--group G
 // [--instance-id ID]: commits exactly what it printed; --exec CMD: clientlib's GroupConsumer.Handle
 // runs sh -c CMD per record, retries, dead-letters, dlq_exec.go), dlq describe|redrive (dlq.go:
 // clientlib's ReadDeadLetters and Redrive), group list|describe|reset|delete (reset

@@ -33,6 +33,16 @@ type tierFlags struct {
 const tierOpenTimeout = 30 * time.Second
 
 func (t *tierFlags) register(fs *pflag.FlagSet) {
+	t.registerStore(fs)
+	fs.Int64Var(&t.uploadRate, "tier-upload-bytes-per-sec", 0,
+		"bound the bytes per second this node uploads to the object store, all tiered partitions together; produce and fetch are not slowed (0: unlimited)")
+	fs.BoolVar(&t.unfinished, "tiered-storage-unfinished", false, "allow remote.storage.enable=true although tiered storage is unfinished")
+	_ = fs.MarkHidden("tiered-storage-unfinished")
+}
+
+// registerStore adds the flags naming the object store (serve's, and
+// `topic recover`'s, which reads the same bucket).
+func (t *tierFlags) registerStore(fs *pflag.FlagSet) {
 	fs.StringVar(&t.dir, "tier-dir", "", "object store of tiered topics: an existing directory (every node of the cluster must name the same store; default: none, remote.storage.enable=true refused)")
 	fs.StringVar(&t.endpoint, "s3-endpoint", "", "object store of tiered topics: an S3 server's URL, http(s)://HOST[:PORT] (with --s3-bucket)")
 	fs.StringVar(&t.bucket, "s3-bucket", "", "the S3 bucket of tiered topics; it must exist")
@@ -40,10 +50,6 @@ func (t *tierFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&t.accessKey, "s3-access-key", "", "S3 access key (default: AWS_ACCESS_KEY_ID or MINIO_ROOT_USER)")
 	fs.StringVar(&t.secretKey, "s3-secret-key", "", "S3 secret key; prefer STRAND_S3_SECRET_KEY (default: AWS_SECRET_ACCESS_KEY or MINIO_ROOT_PASSWORD)")
 	fs.BoolVar(&t.pathStyle, "s3-path-style", false, "address the bucket as a path (/BUCKET/KEY), as self-hosted S3 servers need")
-	fs.Int64Var(&t.uploadRate, "tier-upload-bytes-per-sec", 0,
-		"bound the bytes per second this node uploads to the object store, all tiered partitions together; produce and fetch are not slowed (0: unlimited)")
-	fs.BoolVar(&t.unfinished, "tiered-storage-unfinished", false, "allow remote.storage.enable=true although tiered storage is unfinished")
-	_ = fs.MarkHidden("tiered-storage-unfinished")
 }
 
 // s3 reports whether any S3 flag is set.

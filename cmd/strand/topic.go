@@ -16,9 +16,9 @@ import (
 )
 
 // topicSubcommands are the subcommands of `strand topic`.
-var topicSubcommands = []string{"create", "list", "describe", "alter", "add-partitions", "delete-records", "delete"}
+var topicSubcommands = []string{"create", "list", "describe", "alter", "add-partitions", "delete-records", "delete", "recover"}
 
-// cmdTopic runs `strand topic create|list|describe|alter|add-partitions|delete-records|delete`.
+// cmdTopic runs `strand topic create|list|describe|alter|add-partitions|delete-records|delete|recover`.
 func cmdTopic(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
 		return usageError("topic: want a subcommand: %s", strings.Join(topicSubcommands, ", "))
@@ -32,7 +32,11 @@ func cmdTopic(args []string, stdout io.Writer) error {
 	}
 	fs := newFlags("topic " + sub)
 	var cf clientFlags
-	cf.register(fs, 30*time.Second)
+	timeout := 30 * time.Second
+	if sub == "recover" {
+		timeout = recoverTimeout // it waits for every partition's restore
+	}
+	cf.register(fs, timeout)
 	var tf topicFlags
 	tf.register(sub, fs)
 	if err := parseFlags(fs, rest); err != nil {
@@ -52,6 +56,9 @@ func cmdTopic(args []string, stdout io.Writer) error {
 		if err := tf.add.validate(fs); err != nil {
 			return err
 		}
+	}
+	if sub == "recover" && !tf.recover.fromBucket {
+		return usageError("topic recover: give --from-bucket (the only source a topic is recovered from: the object store its tiered segments were uploaded to)")
 	}
 	c, err := cf.client()
 	if err != nil {
@@ -76,6 +83,8 @@ func cmdTopic(args []string, stdout io.Writer) error {
 		return topicErr(names[0], topicDeleteRecords(ctx, c, stdout, names[0], tf.records))
 	case "add-partitions":
 		return topicAddPartitions(ctx, c, stdout, names[0], tf.add)
+	case "recover":
+		return topicErr(names[0], topicRecover(ctx, c, stdout, names[0], tf.recover)) // topic_recover.go
 	}
 	if err := checkTopic(ctx, c, names[0], -1, cf.timeout); err != nil {
 		return err
@@ -94,6 +103,7 @@ type topicFlags struct {
 	alter    topicAlterFlags
 	records  deleteRecordsFlags
 	add      addPartitionsFlags
+	recover  recoverFlags
 	format   outputFormat
 	internal bool
 }
@@ -113,6 +123,8 @@ func (f *topicFlags) register(sub string, fs *pflag.FlagSet) {
 		f.add.register(fs)
 	case "delete-records":
 		f.records.register(fs)
+	case "recover":
+		f.recover.register(fs)
 	}
 }
 

@@ -23,6 +23,12 @@ const (
 	ConfigLocalRetentionMs    = "local.retention.ms"
 	ConfigLocalRetentionBytes = "local.retention.bytes"
 	ConfigMaxMessageBytes     = "max.message.bytes"
+	// ConfigRemoteRecoveryFrom (Strand's own, as Redpanda's
+	// redpanda.remote.recovery): set by `strand topic recover` at create,
+	// the UUID of the topic whose objects in the bucket this one was
+	// recovered from; its partitions start from that remote log and keep
+	// uploading under that UUID. Fixed once the topic exists.
+	ConfigRemoteRecoveryFrom = "strand.remote.recovery.from"
 	// The compaction keys (engine/compact parses and checks them).
 	ConfigMinCleanableDirtyRatio = compact.ConfigMinCleanableDirtyRatio
 	ConfigMinCompactionLagMs     = compact.ConfigMinCompactionLagMs
@@ -112,6 +118,8 @@ type TopicConfig struct {
 	RemoteStorageEnable bool
 	LocalRetentionMs    int64
 	LocalRetentionBytes int64
+	// RemoteRecoveryFrom is strand.remote.recovery.from (zero: none).
+	RemoteRecoveryFrom UUID
 }
 
 // LocalRetention answers the effective local retention (ms, bytes): -2
@@ -133,6 +141,10 @@ func (c TopicConfig) LocalRetention() (ms, bytes int64) {
 // one (a local segment would outlive the log: KIP-405's rule, -1 counting
 // as infinite).
 func (c TopicConfig) validateTiering() error {
+	if !c.RemoteRecoveryFrom.IsZero() && !c.RemoteStorageEnable {
+		return fmt.Errorf("%w: %s needs %s=true (a topic is recovered from the bucket tiered storage wrote)",
+			ErrInvalidConfig, ConfigRemoteRecoveryFrom, ConfigRemoteStorageEnable)
+	}
 	if c.RemoteStorageEnable && c.CleanupPolicy.Compacts() {
 		return fmt.Errorf("%w: %s=true on a topic whose %s is %s: a compacted topic cannot be tiered; use %s=delete",
 			ErrInvalidConfig, ConfigRemoteStorageEnable, ConfigCleanupPolicy, c.CleanupPolicy, ConfigCleanupPolicy)
@@ -194,8 +206,18 @@ func DefaultTopicConfig() TopicConfig {
 	}
 }
 
-// Entries returns every key and value of c, sorted by key, for describe.
+// Entries returns every key and value of c, sorted by key, for describe
+// (strand.remote.recovery.from only when set).
 func (c TopicConfig) Entries() []ConfigEntry {
+	out := c.entries()
+	if !c.RemoteRecoveryFrom.IsZero() {
+		out = append(out, ConfigEntry{ConfigRemoteRecoveryFrom, c.RemoteRecoveryFrom.String()})
+	}
+	return out
+}
+
+// entries is Entries without strand.remote.recovery.from.
+func (c TopicConfig) entries() []ConfigEntry {
 	return []ConfigEntry{
 		{ConfigCleanupPolicy, c.CleanupPolicy.String()},
 		{ConfigDeleteRetentionMs, strconv.FormatInt(c.DeleteRetentionMs, 10)},
@@ -241,6 +263,13 @@ func (c *TopicConfig) set(key, value string) error {
 		default:
 			return fmt.Errorf("%w: %s=%q: want true or false", ErrInvalidConfig, key, value)
 		}
+		return nil
+	case ConfigRemoteRecoveryFrom:
+		u, ok := ParseUUID(value)
+		if !ok || u.IsZero() {
+			return fmt.Errorf("%w: %s=%q: want a topic UUID (8-4-4-4-12 hex digits)", ErrInvalidConfig, key, value)
+		}
+		c.RemoteRecoveryFrom = u
 		return nil
 	case ConfigMaxMessageBytes:
 		var v int64
@@ -346,6 +375,8 @@ func (c *TopicConfig) reset(key string) error {
 		c.LocalRetentionBytes = d.LocalRetentionBytes
 	case ConfigMaxMessageBytes:
 		c.MaxMessageBytes = d.MaxMessageBytes
+	case ConfigRemoteRecoveryFrom:
+		c.RemoteRecoveryFrom = d.RemoteRecoveryFrom
 	default:
 		return fmt.Errorf("%w: unknown key %q", ErrInvalidConfig, key)
 	}
@@ -388,6 +419,10 @@ func withEntries(base TopicConfig, sets []*strandpb.MetadataConfigEntry, resets 
 	}
 	if err := c.validateTiering(); err != nil {
 		return base, err
+	}
+	if base.RemoteStorageEnable && c.RemoteRecoveryFrom != base.RemoteRecoveryFrom {
+		return base, fmt.Errorf("%w: %s is fixed when the topic is created (it names the objects its partitions start from)",
+			ErrInvalidConfig, ConfigRemoteRecoveryFrom)
 	}
 	if base.RemoteStorageEnable && !c.RemoteStorageEnable {
 		return base, fmt.Errorf("%w: %s cannot be turned off once on (its uploaded segments would be left behind, as KIP-405 refuses it)",
@@ -440,6 +475,7 @@ func (c TopicConfig) toProto() *strandpb.MetadataTopicConfig {
 		RemoteStorageEnable: c.RemoteStorageEnable,
 		LocalRetentionMs:    nonDefault(c.LocalRetentionMs, LocalRetentionDefault),
 		LocalRetentionBytes: nonDefault(c.LocalRetentionBytes, LocalRetentionDefault),
+		RemoteRecoveryFrom:  c.RemoteRecoveryFrom.Bytes(),
 	}
 }
 
@@ -475,6 +511,7 @@ func configFromProto(p *strandpb.MetadataTopicConfig) TopicConfig {
 	c.RemoteStorageEnable = p.GetRemoteStorageEnable()
 	c.LocalRetentionMs = orDefault(p.LocalRetentionMs, d.LocalRetentionMs)
 	c.LocalRetentionBytes = orDefault(p.LocalRetentionBytes, d.LocalRetentionBytes)
+	c.RemoteRecoveryFrom, _ = UUIDFromBytes(p.GetRemoteRecoveryFrom()) // a bad length: zero, which validate does not see
 	return c
 }
 

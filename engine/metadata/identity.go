@@ -34,6 +34,19 @@ func (u UUID) String() string {
 	return string(b[:])
 }
 
+// ParseUUID reads what String writes (lower or upper case hex); ok is
+// false for anything else.
+func ParseUUID(s string) (u UUID, ok bool) {
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return UUID{}, false
+	}
+	digits := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:]
+	if _, err := hex.Decode(u[:], []byte(digits)); err != nil {
+		return UUID{}, false
+	}
+	return u, true
+}
+
 // Bytes is u as a wire field: nil for the zero UUID.
 func (u UUID) Bytes() []byte {
 	if u.IsZero() {

@@ -87,3 +87,58 @@ func TestTieringSettingsDefaultBytes(t *testing.T) {
 		t.Fatalf("a default local retention is written to the snapshot (%d bytes, was %d)", len(after), len(before))
 	}
 }
+
+// TestRemoteRecoveryFrom shows strand.remote.recovery.from: set at create
+// on a tiered topic (a UUID, described, kept by a snapshot), refused
+// without remote storage or with a value that is no UUID, and fixed once
+// the topic exists (neither set, changed nor reset by an alter).
+func TestRemoteRecoveryFrom(t *testing.T) {
+	const from = "0123abcd-4567-89ef-8123-456789abcdef"
+	u, ok := ParseUUID(from)
+	if !ok || u.String() != from {
+		t.Fatalf("ParseUUID(%q) = %v %v", from, u, ok)
+	}
+	for _, bad := range []string{"", "0123abcd456789ef8123456789abcdef", "0123abcd-4567-89ef-8123-456789abcdeg"} {
+		if _, ok := ParseUUID(bad); ok {
+			t.Errorf("ParseUUID(%q) accepted", bad)
+		}
+	}
+	a := newApplier(t)
+	a.nodes(1)
+	wantErr(t, a.do(EncodeCreateTopic("plain", 1, 1, []ConfigEntry{{ConfigRemoteRecoveryFrom, from}})), ErrInvalidConfig)
+	wantErr(t, a.do(EncodeCreateTopic("zero", 1, 1, []ConfigEntry{{ConfigRemoteStorageEnable, "true"},
+		{ConfigRemoteRecoveryFrom, "00000000-0000-0000-0000-000000000000"}})), ErrInvalidConfig)
+	a.ok(EncodeCreateTopic("r", 1, 1, []ConfigEntry{{ConfigRemoteStorageEnable, "true"}, {ConfigRemoteRecoveryFrom, from}}))
+	a.ok(EncodeCreateTopic("t", 1, 1, []ConfigEntry{{ConfigRemoteStorageEnable, "true"}}))
+	got, _ := a.s.Topic("r")
+	if got.Config.RemoteRecoveryFrom != u {
+		t.Fatalf("created with %v, want %v", got.Config.RemoteRecoveryFrom, u)
+	}
+	if e := got.Config.Entries(); e[len(e)-1] != (ConfigEntry{ConfigRemoteRecoveryFrom, from}) {
+		t.Fatalf("entries end with %v", e[len(e)-1])
+	}
+	if plain, _ := a.s.Topic("t"); len(plain.Config.Entries()) != len(got.Config.Entries())-1 {
+		t.Fatal("a topic without the key describes it")
+	}
+	for _, alter := range []struct {
+		topic  string
+		sets   []ConfigEntry
+		resets []string
+	}{
+		{"r", []ConfigEntry{{ConfigRemoteRecoveryFrom, "1123abcd-4567-89ef-8123-456789abcdef"}}, nil},
+		{"r", nil, []string{ConfigRemoteRecoveryFrom}},
+		{"t", []ConfigEntry{{ConfigRemoteRecoveryFrom, from}}, nil},
+	} {
+		r := a.do(EncodeAlterTopicConfig(alter.topic, alter.sets, alter.resets))
+		if !errors.Is(r.Err, ErrInvalidConfig) || !strings.Contains(r.Err.Error(), "fixed when the topic is created") {
+			t.Errorf("alter %s %v %v: %v, want it refused", alter.topic, alter.sets, alter.resets, r.Err)
+		}
+	}
+	s, err := Restore(a.s.Snapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, _ := s.Topic("r"); back.Config != got.Config {
+		t.Fatalf("restored %+v, want %+v", back.Config, got.Config)
+	}
+}

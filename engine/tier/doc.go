@@ -60,9 +60,49 @@
 // # Object keys
 //
 // <prefix>/<base:20 digits>-<end:20 digits>-<term>.seg, prefix being the
-// partition's (topics/<topic id>/<partition>): names sort by offset, and
-// the term keeps two leaders' uploads of the same range apart, so a stale
-// uploader never overwrites an object the manifest references.
+// partition's (PartitionPrefix: topics/<topic UUID>/<partition>; a static
+// topic, which has no UUID, its 16 hex digit id): names sort by offset,
+// and the term keeps two leaders' uploads of the same range apart, so a
+// stale uploader never overwrites an object the manifest references. The
+// UUID, not the cluster's topic id, since ids restart at 1 in a new
+// cluster: a fresh cluster's topic must never share, and sweep, the prefix
+// of a lost cluster's topic still to be recovered.
+//
+// # Recovery (`strand topic recover NAME --from-bucket`)
+//
+// The bucket alone says what a lost cluster tiered, with no local state:
+//
+//   - names/<topic name>: the topic's Descriptor (JSON: version, name, the
+//     UUID its objects are under, partitions, replication factor, configs),
+//     Put by the leader of each partition before its first upload as leader
+//     (node/tier_recover.go), replaced by each (the newest incarnation of a
+//     name wins; a deleted topic's descriptor and objects stay, so it can
+//     be recovered until someone empties its prefix). DecodeDescriptor is
+//     fuzzed (FuzzDecodeDescriptor).
+//   - The partition's objects, whose keys name their offsets and term:
+//     Chain picks the remote log from a listing with no manifest object,
+//     the run of contiguous objects ending at the highest offset (any
+//     object holds committed records at their own offsets, so stale and
+//     never-added uploads serve as well; a gap cuts the run there).
+//
+// The command reads the descriptor and creates the topic with its name,
+// partitions, replication factor and configs plus
+// strand.remote.recovery.from=<UUID>: a new topic id and UUID, whose
+// partitions read and keep uploading under the old UUID's prefix. The
+// leader of each empty partition of such a topic lists its prefix, reads
+// every object of the Chain whole (decoded and checked against its key;
+// its CRC and newest timestamp come from that read), and proposes
+// TIER_RESTORE carrying the manifest (engine: an empty partition's log
+// then starts at the first object's base and ends at the last one's end,
+// every offset remote); produce is refused (retriable) until it applied,
+// so no offset is given twice. Consumers read every record that was
+// remote at its old offset; records acknowledged but not yet uploaded are
+// lost, as are producer ids and transactions (a producer starts a new
+// epoch), consumer group offsets and ACLs. Limits: the recovered log start
+// is the first object's base (a delete-records or retention trim whose
+// objects were not yet deleted from the bucket is undone, until retention
+// trims again); the configs are those of the last descriptor written
+// (written at a leadership's first upload, not at each alter).
 //
 // # Object format
 //
@@ -91,7 +131,8 @@
 // one objstore/memstore bucket across node restarts, its faults drawn from the seed). Steps 1-5
 // are built (node/tier.go, node/tier_read.go, simnet/tier.go) behind
 // node.Config.TieredStorageUnfinished: without it remote.storage.enable=true is refused, since
-// step 6 (and the flags, recovery, the visible figures of issue 27) are not.
+// step 6 is not. Recovery from the bucket is built (session 16, above; node/tier_recover.go,
+// cmd/strand's TestTopicRecoverFromBucket); the simulator does not run it.
 //
 //  1. BUILT: topic settings remote.storage.enable, local.retention.ms, local.retention.bytes
 //     (KIP-405's names and defaults: false, -2, -2; engine/metadata; refused: a local retention
@@ -141,8 +182,8 @@
 //     it decided to, and that no Put starts past the committed remote log's end or uploads a
 //     range an older term's committed segment covers; planted TierUploadNotReplicated (the
 //     leader counts its upload as remote when the Put answers), caught in 10 of 25 tiered
-//     seeds of 1-60. NOT BUILT: crashes mid-upload are drawn only as the sample's crashes; recovery from the bucket
-//     (`topic recover`), the flags, the real-process test, the README section.
+//     seeds of 1-60. NOT BUILT: crashes mid-upload are drawn only as the sample's crashes; recovery in
+//     the simulator, the README section.
 //
 // Open: session 13's make sim SEEDS=200 had seed 199 fail in the key-value workload's final read
 // (sim-kv, not tiered) with tiering drawn, and pass with it off; not diagnosed. An upload whose

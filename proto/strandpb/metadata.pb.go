@@ -1296,8 +1296,12 @@ type MetadataTopicConfig struct {
 	RemoteStorageEnable bool   `protobuf:"varint,45,opt,name=remote_storage_enable,json=remoteStorageEnable,proto3" json:"remote_storage_enable,omitempty"`
 	LocalRetentionMs    *int64 `protobuf:"varint,46,opt,name=local_retention_ms,json=localRetentionMs,proto3,oneof" json:"local_retention_ms,omitempty"`
 	LocalRetentionBytes *int64 `protobuf:"varint,47,opt,name=local_retention_bytes,json=localRetentionBytes,proto3,oneof" json:"local_retention_bytes,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// strand.remote.recovery.from: the topic UUID whose bucket prefix a
+	// topic recovered from the bucket (`strand topic recover`) reads and
+	// uploads under (16 bytes); absent: the topic's own UUID.
+	RemoteRecoveryFrom []byte `protobuf:"bytes,48,opt,name=remote_recovery_from,json=remoteRecoveryFrom,proto3" json:"remote_recovery_from,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *MetadataTopicConfig) Reset() {
@@ -1419,6 +1423,13 @@ func (x *MetadataTopicConfig) GetLocalRetentionBytes() int64 {
 		return *x.LocalRetentionBytes
 	}
 	return 0
+}
+
+func (x *MetadataTopicConfig) GetRemoteRecoveryFrom() []byte {
+	if x != nil {
+		return x.RemoteRecoveryFrom
+	}
+	return nil
 }
 
 // MetadataNode is one registered node in a snapshot.
@@ -2163,7 +2174,7 @@ const file_metadata_proto_rawDesc = "" +
 	"\vleader_term\x18\x05 \x01(\x04R\n" +
 	"leaderTerm\"O\n" +
 	"\x15MetadataReportLeaders\x126\n" +
-	"\areports\x18\x01 \x03(\v2\x1c.strand.MetadataLeaderReportR\areports\"\xb7\x06\n" +
+	"\areports\x18\x01 \x03(\v2\x1c.strand.MetadataLeaderReportR\areports\"\xe9\x06\n" +
 	"\x13MetadataTopicConfig\x12!\n" +
 	"\fretention_ms\x18\x01 \x01(\x03R\vretentionMs\x12'\n" +
 	"\x0fretention_bytes\x18\x02 \x01(\x03R\x0eretentionBytes\x12#\n" +
@@ -2178,7 +2189,8 @@ const file_metadata_proto_rawDesc = "" +
 	"\x13delete_retention_ms\x18, \x01(\x03H\x03R\x11deleteRetentionMs\x88\x01\x01\x122\n" +
 	"\x15remote_storage_enable\x18- \x01(\bR\x13remoteStorageEnable\x121\n" +
 	"\x12local_retention_ms\x18. \x01(\x03H\x04R\x10localRetentionMs\x88\x01\x01\x127\n" +
-	"\x15local_retention_bytes\x18/ \x01(\x03H\x05R\x13localRetentionBytes\x88\x01\x01B\x1c\n" +
+	"\x15local_retention_bytes\x18/ \x01(\x03H\x05R\x13localRetentionBytes\x88\x01\x01\x120\n" +
+	"\x14remote_recovery_from\x180 \x01(\fR\x12remoteRecoveryFromB\x1c\n" +
 	"\x1a_min_cleanable_dirty_ratioB\x18\n" +
 	"\x16_min_compaction_lag_msB\x18\n" +
 	"\x16_max_compaction_lag_msB\x16\n" +

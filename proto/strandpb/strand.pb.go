@@ -49,6 +49,11 @@ const (
 	// Tiered storage (engine/tier): the leader uploaded the segment the
 	// tier_* fields name; consumes no offset.
 	EntryKind_ENTRY_KIND_TIER_ADD EntryKind = 7
+	// Tiered storage's recovery (`strand topic recover`): the leader of an
+	// empty partition of a recovered topic read the remote log tier_manifest
+	// names from the bucket; the partition starts at its start and ends at
+	// its end, every offset remote; consumes no offset of its own.
+	EntryKind_ENTRY_KIND_TIER_RESTORE EntryKind = 8
 )
 
 // Enum value maps for EntryKind.
@@ -62,6 +67,7 @@ var (
 		5: "ENTRY_KIND_COMPACT",
 		6: "ENTRY_KIND_COMPACT_DONE",
 		7: "ENTRY_KIND_TIER_ADD",
+		8: "ENTRY_KIND_TIER_RESTORE",
 	}
 	EntryKind_value = map[string]int32{
 		"ENTRY_KIND_UNSPECIFIED":  0,
@@ -72,6 +78,7 @@ var (
 		"ENTRY_KIND_COMPACT":      5,
 		"ENTRY_KIND_COMPACT_DONE": 6,
 		"ENTRY_KIND_TIER_ADD":     7,
+		"ENTRY_KIND_TIER_RESTORE": 8,
 	}
 )
 
@@ -203,6 +210,9 @@ type Entry struct {
 	TierMaxTimeMs int64  `protobuf:"varint,20,opt,name=tier_max_time_ms,json=tierMaxTimeMs,proto3" json:"tier_max_time_ms,omitempty"`
 	TierTerm      uint64 `protobuf:"varint,21,opt,name=tier_term,json=tierTerm,proto3" json:"tier_term,omitempty"`
 	TierCrc       uint32 `protobuf:"varint,22,opt,name=tier_crc,json=tierCrc,proto3" json:"tier_crc,omitempty"`
+	// For ENTRY_KIND_TIER_RESTORE: the remote log found in the bucket, a
+	// marshalled TierState (proto/tierpart.proto).
+	TierManifest []byte `protobuf:"bytes,23,opt,name=tier_manifest,json=tierManifest,proto3" json:"tier_manifest,omitempty"`
 	// For ENTRY_KIND_PRODUCE: a record batch in engine/recordbatch format,
 	// stored and served as is.
 	Batch         []byte `protobuf:"bytes,15,opt,name=batch,proto3" json:"batch,omitempty"`
@@ -385,6 +395,13 @@ func (x *Entry) GetTierCrc() uint32 {
 		return x.TierCrc
 	}
 	return 0
+}
+
+func (x *Entry) GetTierManifest() []byte {
+	if x != nil {
+		return x.TierManifest
+	}
+	return nil
 }
 
 func (x *Entry) GetBatch() []byte {
@@ -1414,7 +1431,7 @@ var File_strand_proto protoreflect.FileDescriptor
 
 const file_strand_proto_rawDesc = "" +
 	"\n" +
-	"\fstrand.proto\x12\x06strand\x1a\rtxnpart.proto\x1a\x11compactpart.proto\x1a\x0etierpart.proto\"\x93\x06\n" +
+	"\fstrand.proto\x12\x06strand\x1a\rtxnpart.proto\x1a\x11compactpart.proto\x1a\x0etierpart.proto\"\xb8\x06\n" +
 	"\x05Entry\x12%\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x11.strand.EntryKindR\x04kind\x12$\n" +
 	"\x0eappend_time_ms\x18\x02 \x01(\x03R\fappendTimeMs\x12\x1f\n" +
@@ -1441,7 +1458,8 @@ const file_strand_proto_rawDesc = "" +
 	"tier_bytes\x18\x13 \x01(\x03R\ttierBytes\x12'\n" +
 	"\x10tier_max_time_ms\x18\x14 \x01(\x03R\rtierMaxTimeMs\x12\x1b\n" +
 	"\ttier_term\x18\x15 \x01(\x04R\btierTerm\x12\x19\n" +
-	"\btier_crc\x18\x16 \x01(\rR\atierCrc\x12\x14\n" +
+	"\btier_crc\x18\x16 \x01(\rR\atierCrc\x12#\n" +
+	"\rtier_manifest\x18\x17 \x01(\fR\ftierManifest\x12\x14\n" +
 	"\x05batch\x18\x0f \x01(\fR\x05batch\"\xc2\x01\n" +
 	"\rBatchLocation\x12\x1f\n" +
 	"\vbase_offset\x18\x01 \x01(\x03R\n" +
@@ -1542,7 +1560,7 @@ const file_strand_proto_rawDesc = "" +
 	"\x05state\x18\x03 \x01(\x0e2\x13.strand.RejoinStateR\x05state\x12\x12\n" +
 	"\x04term\x18\x04 \x01(\x04R\x04term\x12\x1d\n" +
 	"\n" +
-	"last_index\x18\x05 \x01(\x04R\tlastIndex*\xd7\x01\n" +
+	"last_index\x18\x05 \x01(\x04R\tlastIndex*\xf4\x01\n" +
 	"\tEntryKind\x12\x1a\n" +
 	"\x16ENTRY_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12ENTRY_KIND_PRODUCE\x10\x01\x12\x13\n" +
@@ -1551,7 +1569,8 @@ const file_strand_proto_rawDesc = "" +
 	"\x15ENTRY_KIND_TXN_MARKER\x10\x04\x12\x16\n" +
 	"\x12ENTRY_KIND_COMPACT\x10\x05\x12\x1b\n" +
 	"\x17ENTRY_KIND_COMPACT_DONE\x10\x06\x12\x17\n" +
-	"\x13ENTRY_KIND_TIER_ADD\x10\a*z\n" +
+	"\x13ENTRY_KIND_TIER_ADD\x10\a\x12\x1b\n" +
+	"\x17ENTRY_KIND_TIER_RESTORE\x10\b*z\n" +
 	"\vRejoinState\x12\x1c\n" +
 	"\x18REJOIN_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14REJOIN_STATE_TRUSTED\x10\x01\x12\x1b\n" +
