@@ -19,15 +19,8 @@ import (
 // the uploaded segments, and a read from offset 0 answers every record
 // in order, the oldest through remote reads.
 func TestTieredTopicReadBackFromZero(t *testing.T) {
-	tierDir := t.TempDir()
-	t.Setenv("STRAND_TIER_DIR", tierDir)
-	t.Setenv("STRAND_TIERED_STORAGE_UNFINISHED", "true")
-	c := startCluster(t, 3)
+	tierDir, c, env := startTieredCluster(t)
 	admins := []string{c.withAdmin(0), c.withAdmin(1), c.withAdmin(2)}
-	env := []string{"STRAND_BROKERS=" + strings.Join(c.addrs, ",")}
-	runCLI(t, env, "", "topic", "create", "tiered", "--partitions", "1", "--replication-factor", "3",
-		"-c", "remote.storage.enable=true", "-c", "segment.bytes=4096", "-c", "local.retention.bytes=4096", "-c", "retention.ms=-1")
-	waitFor(t, "topic", 30*time.Second, func() error { return topicReady(c.addrs, "tiered", 1) })
 	const n = 3000
 	var lines strings.Builder
 	for i := range n {
@@ -63,6 +56,24 @@ func TestTieredTopicReadBackFromZero(t *testing.T) {
 		}
 	}
 	checkTierVisible(t, env, admins)
+}
+
+// startTieredCluster starts three real nodes sharing a directory store
+// and creates the topic "tiered" (1 partition, 3 replicas) with a local
+// retention of one 4 KiB segment and no total retention: its tiered
+// segments are uploaded and dropped locally as soon as they seal. It
+// returns the store's directory, the cluster and the CLI's environment.
+func startTieredCluster(t *testing.T) (string, *testCluster, []string) {
+	t.Helper()
+	tierDir := t.TempDir()
+	t.Setenv("STRAND_TIER_DIR", tierDir)
+	t.Setenv("STRAND_TIERED_STORAGE_UNFINISHED", "true")
+	c := startCluster(t, 3)
+	env := []string{"STRAND_BROKERS=" + strings.Join(c.addrs, ",")}
+	runCLI(t, env, "", "topic", "create", "tiered", "--partitions", "1", "--replication-factor", "3",
+		"-c", "remote.storage.enable=true", "-c", "segment.bytes=4096", "-c", "local.retention.bytes=4096", "-c", "retention.ms=-1")
+	waitFor(t, "topic", 30*time.Second, func() error { return topicReady(c.addrs, "tiered", 1) })
+	return tierDir, c, env
 }
 
 // checkTierVisible shows both tiers of the read-back topic: describe

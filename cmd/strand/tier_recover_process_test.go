@@ -24,14 +24,7 @@ import (
 // 0 with its offset and value, the log continues at the remote end, and a
 // second recover of the name is refused (the topic exists).
 func TestTopicRecoverFromBucket(t *testing.T) {
-	tierDir := t.TempDir()
-	t.Setenv("STRAND_TIER_DIR", tierDir)
-	t.Setenv("STRAND_TIERED_STORAGE_UNFINISHED", "true")
-	c := startCluster(t, 3)
-	env := []string{"STRAND_BROKERS=" + strings.Join(c.addrs, ",")}
-	runCLI(t, env, "", "topic", "create", "tiered", "--partitions", "1", "--replication-factor", "3",
-		"-c", "remote.storage.enable=true", "-c", "segment.bytes=4096", "-c", "local.retention.bytes=4096", "-c", "retention.ms=-1")
-	waitFor(t, "topic", 30*time.Second, func() error { return topicReady(c.addrs, "tiered", 1) })
+	tierDir, c, env := startTieredCluster(t)
 	const n = 3000
 	value := func(i int64) string { return fmt.Sprintf("record-%05d-%s", i, strings.Repeat("x", 40)) }
 	var lines strings.Builder
