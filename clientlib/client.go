@@ -282,7 +282,9 @@ func (c *Client) requestNode(ctx context.Context, id uint64, req *strandpb.Reque
 	return c.request(ctx, addr, req, extra)
 }
 
-// candidates lists addresses to ask for metadata: known nodes, then seeds.
+// candidates lists addresses to ask for metadata: known nodes, then
+// seeds; the nodes that throttle the Client's data connection go last
+// (throttled.go).
 func (c *Client) candidates() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -315,7 +317,7 @@ func (c *Client) candidates() []string {
 			out = append(out, a)
 		}
 	}
-	return out
+	return c.throttledLastLocked(out)
 }
 
 // anyRequest sends req to the first node that answers: known nodes, then

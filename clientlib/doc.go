@@ -252,7 +252,10 @@
 // the request deadline count from the throttle's end (clientcore.PastThrottle). Before, a throttle
 // past StallTimeout made the client suspect a healthy node and reconnect on a fresh connection the
 // node did not throttle, escaping the quota (TestClientHoldsThrottledConnection). The throttle
-// holds the connection its answer came on, never the coordinator connection (coordconn.go).
+// holds the connection its answer came on, never the coordinator connection (coordconn.go). A call
+// waits it out before taking the connection's write lock, so a call behind it still ends with its
+// ctx (lockUnthrottled), and lookups (metadata, FindCoordinator) ask throttled nodes last
+// (throttled.go).
 //
 // # Partitioner (R13, R17)
 //
