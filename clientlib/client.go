@@ -39,6 +39,8 @@ type Client struct {
 	rng        *rand.Rand
 	closed     bool
 	suspects   clientcore.Suspects // nodes that stalled recently
+	// redial is each address's reconnect backoff (redial.go).
+	redial map[string]redialState
 
 	// metaVersion is the highest metadata_version an applied answer
 	// carried: a node answering an older one lags (refreshTopic).
@@ -211,6 +213,10 @@ func (c *Client) connTo(ctx context.Context, key connKey) (*brokerConn, error) {
 			return nil, ctx.Err()
 		}
 	}
+	if err := c.redialRefusedLocked(addr); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
 	done := make(chan struct{})
 	c.dialing[key] = done
 	c.mu.Unlock()
@@ -219,6 +225,7 @@ func (c *Client) connTo(ctx context.Context, key connKey) (*brokerConn, error) {
 	defer c.mu.Unlock()
 	delete(c.dialing, key)
 	close(done)
+	c.dialedLocked(ctx, addr, err)
 	if err != nil {
 		return nil, err
 	}
