@@ -226,7 +226,8 @@
 // LeaderAddress, LogStartOffset, HighWatermark}), match sentinels with errors.Is, and answer
 // Retriable(); callers never match strings. Typed failures a caller acts on: *UnreachableError
 // ("cannot reach the cluster at ADDR", within the dial timeout, not retried; only while no node
-// ever answered the Client: after, a cluster that refuses every connection is restarting and is retried), *NotStrandError,
+// ever answered the Client: after, a cluster that refuses every connection is restarting and is retried; a node
+// that refused is dialled again only after a jittered ReconnectBackoff, redial.go), *NotStrandError,
 // *RetriesExhaustedError{MaybeWritten}, *TopicGoneError{MaybeWritten} (a produce's topic was
 // deleted or re-created), *OffsetOutOfRangeError (R22: never a silent seek),
 // *TopicRecreatedError and *ClusterChangedError (sticky until Seek; a lagging node's
