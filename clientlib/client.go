@@ -39,6 +39,8 @@ type Client struct {
 	rng        *rand.Rand
 	closed     bool
 	suspects   clientcore.Suspects // nodes that stalled recently
+	// redial is each address's reconnect backoff (redial.go).
+	redial map[string]redialState
 
 	// metaVersion is the highest metadata_version an applied answer
 	// carried: a node answering an older one lags (refreshTopic).
@@ -211,6 +213,10 @@ func (c *Client) connTo(ctx context.Context, key connKey) (*brokerConn, error) {
 			return nil, ctx.Err()
 		}
 	}
+	if err := c.redialRefusedLocked(addr); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
 	done := make(chan struct{})
 	c.dialing[key] = done
 	c.mu.Unlock()
@@ -219,6 +225,7 @@ func (c *Client) connTo(ctx context.Context, key connKey) (*brokerConn, error) {
 	defer c.mu.Unlock()
 	delete(c.dialing, key)
 	close(done)
+	c.dialedLocked(ctx, addr, err)
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +289,9 @@ func (c *Client) requestNode(ctx context.Context, id uint64, req *strandpb.Reque
 	return c.request(ctx, addr, req, extra)
 }
 
-// candidates lists addresses to ask for metadata: known nodes, then seeds.
+// candidates lists addresses to ask for metadata: known nodes, then
+// seeds; the nodes that throttle the Client's data connection go last
+// (throttled.go).
 func (c *Client) candidates() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -315,7 +324,7 @@ func (c *Client) candidates() []string {
 			out = append(out, a)
 		}
 	}
-	return out
+	return c.throttledLastLocked(out)
 }
 
 // anyRequest sends req to the first node that answers: known nodes, then
@@ -445,7 +454,8 @@ func (c *Client) frameMaxNode(id uint64) int {
 }
 
 // RefreshMetadata fetches nodes, topics and leaders now. Concurrent calls
-// share one request.
+// share one request. A call returns ctx.Err() when its ctx ends first;
+// the shared request goes on for the others (bounded by RequestTimeout).
 func (c *Client) RefreshMetadata(ctx context.Context) error {
 	c.mu.Lock()
 	if c.closed {
@@ -470,8 +480,28 @@ func (c *Client) RefreshMetadata(ctx context.Context) error {
 	ch := make(chan struct{})
 	c.refresh = ch
 	c.mu.Unlock()
+	if c.cfg.simulated != nil {
+		return c.sharedRefresh(ctx, ch) // the task's own; nothing cancels a simulated ctx
+	}
+	// The shared refresh must not die with the first caller's context,
+	// and the first caller must not outwait its own: before, it ran the
+	// request itself, deaf to ctx (boundedCtx) until RequestTimeout, so
+	// a Poll whose ctx was cancelled while the refresh waited out a
+	// node's throttle did not return (TestPollReturnsWhenCancelledInThrottle).
+	go c.sharedRefresh(ctx, ch)
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.metaErr
+}
 
-	// The shared refresh must not die with the first caller's context.
+// sharedRefresh runs the metadata request RefreshMetadata's callers share
+// and closes ch when its outcome (metaErr) is set.
+func (c *Client) sharedRefresh(ctx context.Context, ch chan struct{}) error {
 	rctx, cancel := c.boundedCtx(ctx)
 	defer cancel()
 	resp, addr, err := c.anyRequestAt(rctx, &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{}}})
@@ -506,7 +536,7 @@ func (c *Client) applyMetadataLocked(resp *strandpb.Response, addr string, err e
 // topic of none of the names is cached as unknown, and an answer older
 // than metadata already applied is refused).
 func (c *Client) refreshTopics(ctx context.Context, topics []string) error {
-	rctx, cancel := c.boundedCtx(ctx)
+	rctx, cancel := c.requestCtx(ctx)
 	defer cancel()
 	req := &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{Topics: topics}}}
 	resp, addr, err := c.anyRequestAt(rctx, req)

@@ -45,11 +45,15 @@ type brokerConn struct {
 	nc        net.Conn
 	slots     chan struct{}
 
-	// wmu serializes writes: a call is numbered and written whole under
-	// it, so calls begun one after another are written in that order.
-	wmu  sync.Mutex
-	wbuf []byte      // the frame being written, reused (under wmu)
-	wvec net.Buffers // its pieces (under wmu)
+	// wlock serializes writes (a channel of one: held when full): a call
+	// is numbered and written whole under it, so calls begun one after
+	// another are written in that order. It is a channel, not a mutex, so
+	// a caller waiting for it gives up when its ctx ends or the
+	// connection dies (lockWrites); it is never held while waiting out a
+	// throttle.
+	wlock chan struct{}
+	wbuf  []byte      // the frame being written, reused (under wlock)
+	wvec  net.Buffers // its pieces (under wlock)
 	// writev: the connection writes net.Buffers in one writev (a TCP
 	// socket; a TLS connection would write each piece as a record).
 	writev bool
@@ -164,6 +168,7 @@ func dialConn(ctx context.Context, cfg *config, addr string, onStall func(node u
 		onStall:   onStall,
 		nc:        nc,
 		slots:     make(chan struct{}, cfg.inFlightPerConn),
+		wlock:     make(chan struct{}, 1),
 		writev:    isTCP(nc),
 		kick:      make(chan struct{}, 1),
 		calls:     make(map[uint64]*call),
@@ -329,6 +334,55 @@ func (c *brokerConn) readLoop(r *bufio.Reader) {
 	}
 }
 
+// lockUnthrottled takes the write lock once the node no longer
+// throttles the connection: it waits out a throttle first, without the
+// lock, so that a throttle held by one call (a fetch goroutine's, with no
+// ctx to end it) never holds another's lock wait past that one's ctx, nor
+// a noWait caller (the consumer's Poll, the producer's loop) at all.
+// Before, the throttle was waited out under the lock: a heartbeat or
+// metadata request sent on the connection waited for the lock, deaf to
+// its ctx, until a fetch throttle ended (30 s; a Poll whose ctx was
+// cancelled did not return meanwhile). noWait: errWouldBlock instead of
+// waiting out a throttle.
+func (c *brokerConn) lockUnthrottled(ctx context.Context, noWait bool) error {
+	for {
+		if noWait && c.throttled() {
+			return errWouldBlock
+		}
+		if err := c.holdForThrottle(ctx); err != nil {
+			return err
+		}
+		if err := c.lockWrites(ctx); err != nil {
+			return err
+		}
+		if !c.throttled() {
+			return nil
+		}
+		c.unlockWrites() // a throttle came meanwhile: wait it out unlocked
+	}
+}
+
+// throttled reports whether the node throttles the connection now.
+func (c *brokerConn) throttled() bool {
+	return time.Duration(c.throttleUntil.Load()) > time.Since(c.born)
+}
+
+// lockWrites takes the write lock; an error when ctx ends or the
+// connection dies first.
+func (c *brokerConn) lockWrites(ctx context.Context) error {
+	select {
+	case c.wlock <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.dead:
+		return &ConnError{Addr: c.addr, Err: c.deadErr} // set before dead closed
+	}
+}
+
+// unlockWrites releases the write lock.
+func (c *brokerConn) unlockWrites() { <-c.wlock }
+
 // holdForThrottle waits while the node throttles the connection (it
 // reads nothing until then); an error when the connection died or ctx
 // ended meanwhile.
@@ -439,16 +493,11 @@ func (c *brokerConn) beginCall(ctx context.Context, req *strandpb.Request, spec 
 			return nil, &ConnError{Addr: c.addr, Err: c.deadErr}
 		}
 	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if spec.noWait && time.Duration(c.throttleUntil.Load()) > time.Since(c.born) {
-		<-c.slots
-		return nil, errWouldBlock
-	}
-	if err := c.holdForThrottle(ctx); err != nil {
+	if err := c.lockUnthrottled(ctx, spec.noWait); err != nil {
 		<-c.slots
 		return nil, err
 	}
+	defer c.unlockWrites()
 	c.mu.Lock()
 	if c.deadErr != nil {
 		err := c.deadErr

@@ -530,7 +530,7 @@ func (k *Consumer) topicGone(ctx context.Context, t pollTarget) error {
 // restarting or rebuilding its metadata does not know topics created
 // since, and must not make a live topic look deleted).
 func (c *Client) refreshTopic(ctx context.Context, topic string) error {
-	rctx, cancel := c.boundedCtx(ctx)
+	rctx, cancel := c.requestCtx(ctx)
 	defer cancel()
 	req := &strandpb.Request{Body: &strandpb.Request_Metadata{Metadata: &strandpb.MetadataRequest{Topics: []string{topic}}}}
 	resp, addr, err := c.anyRequestAt(rctx, req)

@@ -28,6 +28,12 @@ type throttleNode struct {
 
 	mu       sync.Mutex
 	accepted int
+	// id is the node's id (1 unless set); nodes, when set, are the nodes
+	// its metadata names (else itself alone); metas counts the metadata
+	// requests it read.
+	id    uint64
+	nodes []*strandpb.MetadataResponse_Node
+	metas int
 }
 
 func startThrottleNode(t *testing.T, throttle time.Duration) *throttleNode {
@@ -37,7 +43,7 @@ func startThrottleNode(t *testing.T, throttle time.Duration) *throttleNode {
 		t.Fatal(err)
 	}
 	n := &throttleNode{ln: ln, addr: ln.Addr().String(), throttle: throttle,
-		beats: make(chan struct{}, 1000), throttled: make(chan struct{}, 1000), done: make(chan struct{})}
+		beats: make(chan struct{}, 1000), throttled: make(chan struct{}, 1000), done: make(chan struct{}), id: 1}
 	go n.accept()
 	t.Cleanup(func() { close(n.done); ln.Close() })
 	return n
@@ -54,6 +60,21 @@ func (n *throttleNode) accept() {
 		n.mu.Unlock()
 		go n.serve(nc)
 	}
+}
+
+// member makes n the node with id of a cluster of nodes (its metadata
+// names them all).
+func (n *throttleNode) member(id uint64, nodes []*strandpb.MetadataResponse_Node) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.id, n.nodes = id, nodes
+}
+
+// metadataReads is how many metadata requests the node read.
+func (n *throttleNode) metadataReads() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.metas
 }
 
 func (n *throttleNode) connections() int {
@@ -95,10 +116,20 @@ func (n *throttleNode) serve(nc net.Conn) {
 func (n *throttleNode) answer(req *strandpb.Request) (*strandpb.Response, time.Duration) {
 	switch {
 	case req.GetHello() != nil:
-		return &strandpb.Response{Body: &strandpb.Response_Hello{Hello: &strandpb.HelloResponse{NodeId: 1, Version: protocolVersionMin}}}, 0
+		n.mu.Lock()
+		id := n.id
+		n.mu.Unlock()
+		return &strandpb.Response{Body: &strandpb.Response_Hello{Hello: &strandpb.HelloResponse{NodeId: id, Version: protocolVersionMin}}}, 0
 	case req.GetMetadata() != nil:
+		n.mu.Lock()
+		n.metas++
+		nodes := n.nodes
+		n.mu.Unlock()
+		if nodes == nil {
+			nodes = []*strandpb.MetadataResponse_Node{{Id: 1, Address: n.addr}}
+		}
 		return &strandpb.Response{Body: &strandpb.Response_Metadata{Metadata: &strandpb.MetadataResponse{
-			Nodes: []*strandpb.MetadataResponse_Node{{Id: 1, Address: n.addr}},
+			Nodes: nodes,
 			Topics: []*strandpb.MetadataResponse_Topic{{Name: "t",
 				Partitions: []*strandpb.MetadataResponse_Partition{{Partition: 0, LeaderId: 1}}}},
 		}}}, 0

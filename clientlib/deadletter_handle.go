@@ -167,8 +167,13 @@ func (g *GroupConsumer) newHandling(how Handling) (*handling, error) {
 				Reason: "a dead-letter topic other than the source topic " + t}
 		}
 	}
+	// Its retry jitter is drawn from a source seeded from the Client's
+	// (RandSeed replays it); before, from the wall clock, whatever RandSeed
+	// said.
 	var seed [2]uint64
-	seed[0], seed[1] = uint64(time.Now().UnixNano()), uint64(len(g.member))
+	g.c.mu.Lock()
+	seed[0], seed[1] = g.c.rng.Uint64(), g.c.rng.Uint64()
+	g.c.mu.Unlock()
 	return &handling{g: g, how: how, rng: rand.New(rand.NewPCG(seed[0], seed[1])),
 		done: map[TopicPartition]int64{}, stopped: map[TopicPartition]bool{}, created: map[string]bool{},
 		deadBase: map[TopicPartition]int64{}, deadNew: map[TopicPartition]int64{}, paused: map[TopicPartition]time.Time{}}, nil

@@ -92,3 +92,31 @@ func TestRetryPolicyValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A Handle call's retry jitter replays under the Client's RandSeed: two
+// clients seeded alike draw the same source, two seeded apart do not.
+// Before, it was seeded from the wall clock whatever RandSeed said.
+func TestHandlingJitterFromClientSeed(t *testing.T) {
+	draw := func(seed uint64) uint64 {
+		c, err := NewClient(SeedAddresses("127.0.0.1:1"), RandSeed(seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		g, err := NewGroupConsumer(c, "g", []string{"t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs, err := g.newHandling(Handling{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hs.rng.Uint64()
+	}
+	if a, b := draw(7), draw(7); a != b {
+		t.Fatalf("seed 7 drew %d, then %d", a, b)
+	}
+	if a, b := draw(7), draw(8); a == b {
+		t.Fatalf("seeds 7 and 8 both drew %d", a)
+	}
+}

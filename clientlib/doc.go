@@ -226,7 +226,8 @@
 // LeaderAddress, LogStartOffset, HighWatermark}), match sentinels with errors.Is, and answer
 // Retriable(); callers never match strings. Typed failures a caller acts on: *UnreachableError
 // ("cannot reach the cluster at ADDR", within the dial timeout, not retried; only while no node
-// ever answered the Client: after, a cluster that refuses every connection is restarting and is retried), *NotStrandError,
+// ever answered the Client: after, a cluster that refuses every connection is restarting and is retried; a node
+// that refused is dialled again only after a jittered ReconnectBackoff, redial.go), *NotStrandError,
 // *RetriesExhaustedError{MaybeWritten}, *TopicGoneError{MaybeWritten} (a produce's topic was
 // deleted or re-created), *OffsetOutOfRangeError (R22: never a silent seek),
 // *TopicRecreatedError and *ClusterChangedError (sticky until Seek; a lagging node's
@@ -252,7 +253,10 @@
 // the request deadline count from the throttle's end (clientcore.PastThrottle). Before, a throttle
 // past StallTimeout made the client suspect a healthy node and reconnect on a fresh connection the
 // node did not throttle, escaping the quota (TestClientHoldsThrottledConnection). The throttle
-// holds the connection its answer came on, never the coordinator connection (coordconn.go).
+// holds the connection its answer came on, never the coordinator connection (coordconn.go). A call
+// waits it out before taking the connection's write lock, so a call behind it still ends with its
+// ctx (lockUnthrottled), and lookups (metadata, FindCoordinator) ask throttled nodes last
+// (throttled.go).
 //
 // # Partitioner (R13, R17)
 //

@@ -41,6 +41,7 @@ type config struct {
 	dialTimeout     time.Duration
 	requestTimeout  time.Duration
 	backoff         Backoff
+	redialBackoff   Backoff // ReconnectBackoff
 	retriesMax      int
 	deliveryTimeout time.Duration
 	metadataMaxAge  time.Duration
@@ -78,6 +79,7 @@ func defaultConfig() config {
 		dialTimeout:     5 * time.Second,
 		requestTimeout:  15 * time.Second,
 		backoff:         DefaultBackoff,
+		redialBackoff:   DefaultReconnectBackoff,
 		retriesMax:      20,
 		deliveryTimeout: 2 * time.Minute,
 		metadataMaxAge:  5 * time.Minute,
@@ -194,6 +196,14 @@ func UnknownTopicRetries(n int) Opt { return func(c *config) { c.unknownTopicRet
 // wait for a handshake answer. A paused node otherwise holds requests for
 // the whole RequestTimeout.
 func StallTimeout(d time.Duration) Opt { return func(c *config) { c.stallTimeout = d } }
+
+// ReconnectBackoff sets how long a node the client could not connect to
+// is left alone before it is dialled again (redial.go): from base,
+// doubling per failure in a row up to max, with jitter (default
+// DefaultReconnectBackoff).
+func ReconnectBackoff(base, max time.Duration) Opt {
+	return func(c *config) { c.redialBackoff = Backoff{Base: base, Max: max} }
+}
 
 // RandSeed seeds the client's own random source (backoff jitter, sticky
 // partition choice); by default it is seeded from the clock at NewClient.

@@ -1,6 +1,7 @@
 package clientlib
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -68,6 +69,13 @@ func (t *simConns) callOn(key connKey, req *strandpb.Request, done func(*strandp
 	addr := key.addr
 	c := t.by[key]
 	if c == nil || !t.conns.Open(c.id) {
+		t.c.mu.Lock()
+		err := t.c.redialRefusedLocked(addr)
+		t.c.mu.Unlock()
+		if err != nil { // in its reconnect backoff (redial.go)
+			t.After(0, func() { done(nil, err) })
+			return
+		}
 		c = &simConn{id: t.conns.Dial(addr), key: key}
 		t.by[key] = c
 	}
@@ -106,9 +114,12 @@ func (t *simConns) hello(addr string, c *simConn) {
 			t.c.mu.Unlock()
 		}
 		if err != nil {
-			t.fail(addr, c, dialFailure(cfg, addr, notSent(err)))
+			err = dialFailure(cfg, addr, notSent(err))
+			t.dialed(addr, err)
+			t.fail(addr, c, err)
 			return
 		}
+		t.dialed(addr, nil)
 		c.node = h.GetNodeId()
 		if cfg.sasl == nil {
 			t.opened(addr, c)
@@ -119,9 +130,19 @@ func (t *simConns) hello(addr string, c *simConn) {
 	t.After(deadline, func() {
 		if !over {
 			over = true
-			t.fail(addr, c, &ConnError{Addr: addr, Err: fmt.Errorf("no answer to hello within %v", deadline)})
+			err := &ConnError{Addr: addr, Err: fmt.Errorf("no answer to hello within %v", deadline)}
+			t.dialed(addr, err)
+			t.fail(addr, c, err)
 		}
 	})
+}
+
+// dialed records the outcome of a connection's Hello to addr for its
+// reconnect backoff, as connTo records a dial's (redial.go).
+func (t *simConns) dialed(addr string, err error) {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	t.c.dialedLocked(context.Background(), addr, err)
 }
 
 // notSent is err with a *ConnError's Sent cleared: a connection that

@@ -175,6 +175,16 @@ func (c *Client) boundedCtx(ctx context.Context) (context.Context, context.Cance
 	return context.WithTimeout(context.WithoutCancel(ctx), c.cfg.requestTimeout)
 }
 
+// requestCtx is ctx bounded by the request timeout, still ended with ctx:
+// a lookup only its caller waits for (refreshTopic), which must not keep
+// a cancelled Poll waiting. A simulated Client's is ctx (boundedCtx).
+func (c *Client) requestCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.cfg.simulated != nil {
+		return c.boundedCtx(ctx)
+	}
+	return context.WithTimeout(ctx, c.cfg.requestTimeout)
+}
+
 // randomMemberID is a new group member id: 16 random bytes in hex, from
 // crypto/rand in a real process, from the client's seeded source when
 // simulated.

@@ -260,9 +260,46 @@ func (c *Core) moveInJoint(g *group, st raft.Status) {
 		}
 		return
 	}
+	if !c.incomingHoldPrefixes(g) {
+		return
+	}
 	if c.moveMayPropose(g) {
 		c.proposeMoveStep(g, &raftpb.ConfChangeV2{}, "leaving joint configuration")
 	}
+}
+
+// incomingHoldPrefixes tells whether a majority of g's incoming voters
+// holds in their compacted prefixes every record of the log that some
+// voter may hold in no raft log (compaction_held.go): the raft logs were
+// trimmed up to what the outgoing majority held (its reported ends), and
+// up to this leader's own first raft-log offset; a voter added by a raft
+// snapshot holds nothing below its log until it installs a peer's prefix.
+// Leaving the joint configuration before that would leave those records
+// on fewer than a majority of the new voters, and removed replicas delete
+// theirs (the simulator's seed 42 on the clientlib reconnect branch: the
+// move [2 3 5]→[2 4 5] left the joint configuration 4 ms after node 4,
+// snapshot-installed with its raft log from offset 54 and no prefix, took
+// the lead; node 3 then deleted its replica and node 5 alone held offsets
+// 0-54). Offsets below the log start need no holder. Always true for a
+// partition never compacted.
+func (c *Core) incomingHoldPrefixes(g *group) bool {
+	out := g.confState.GetVotersOutgoing()
+	if len(out) == 0 || g.part == nil || g.part.Compaction().Decision.Generation == 0 {
+		return true
+	}
+	need := c.majorityEnd(g, out)
+	if first, ok := c.firstInRaftLog(g); ok {
+		need = max(need, first)
+	}
+	in := c.majorityEnd(g, g.confState.GetVoters())
+	if max(in, g.part.LogStartOffset()) >= need {
+		return true
+	}
+	if c.ticks%moveRetryTicks == 0 {
+		g.logs.log(slog.LevelInfo, "move: the incoming voters' compacted prefixes hold less than the raft logs dropped; leaving the joint configuration waits for them to install a peer's",
+			slog.Int64("incoming_end", in), slog.Int64("needed_end", need))
+	}
+	return false
 }
 
 // bestVoter is the incoming voter other than self with the highest match
