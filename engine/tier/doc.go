@@ -138,8 +138,8 @@
 //     (KIP-405's names and defaults: false, -2, -2; engine/metadata; refused: a local retention
 //     above the total, remote storage on a compacted topic, turning it off, and, by the node
 //     before proposing, remote storage with no store configured); objstore.Store in
-//     node.Config. NOT BUILT: node flags for the store (--tier-dir for a dirstore,
-//     --s3-endpoint/--s3-bucket/credentials for s3store; Open fails at start with its message).
+//     node.Config; strand serve's --tier-dir (a dirstore) and --s3-endpoint/--s3-bucket/
+//     credentials (s3store), cmd/strand/tier_flags.go: a store that does not open fails the start.
 //  2. BUILT: uploads: at each retention check the leader of a tiered partition asks NextUpload
 //     over its sealed raft segments (as offsets, through the engine's index) and the stable
 //     offset; a storage job reads the range's entries (raftlog's cold read), turns each into a
