@@ -143,7 +143,7 @@
 //  2. BUILT: uploads: at each retention check the leader of a tiered partition asks NextUpload
 //     over its sealed raft segments (as offsets, through the engine's index) and the stable
 //     offset; a storage job reads the range's entries (raftlog's cold read), turns each into a
-//     Batch, EncodeObject, Put under SegmentKey("topics/<topic id hex>/<partition>", seg with
+//     Batch, EncodeObject, Put under SegmentKey(PartitionPrefix(<topic UUID>, <partition>), seg with
 //     the leader's term), and its completion proposes EncodeTierAddEntry. Stale → delete the
 //     object; an error → retry with backoff; one job in flight per partition. NOT BUILT: a
 //     byte budget per node (uploads are not throttled yet), the producer and transaction state
