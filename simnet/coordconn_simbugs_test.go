@@ -15,7 +15,10 @@ import "testing"
 // convergence check alone caught it in none of the 60: a throttle seldom
 // outlasts a session while the group settles. Pinned: 3 of seeds 7-13
 // (7, 9, 13).
+// After the s16 merges (lookups pass over throttled nodes, so fewer
+// coordinator requests meet a throttle) 1 of seeds 7-13 [7]: CI asks 1
+// within 7-30; make sim-bugs measures the rate.
 func TestSimCatchesLibCoordinatorBehindThrottle(t *testing.T) {
-	requireCatches(t, "LibCoordinatorBehindThrottle", 7, 13, 3, "clientlib sent a coordinator request", sampleOptions,
+	requireCatches(t, "LibCoordinatorBehindThrottle", 7, 30, 1, "clientlib sent a coordinator request", sampleOptions,
 		func(o *Options) { o.GroupMembers = 4 })
 }

