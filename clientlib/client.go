@@ -468,14 +468,7 @@ func (c *Client) RefreshMetadata(ctx context.Context) error {
 	}
 	if ch := c.refresh; ch != nil {
 		c.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.metaErr
+		return c.awaitRefresh(ctx, ch)
 	}
 	ch := make(chan struct{})
 	c.refresh = ch
@@ -489,6 +482,12 @@ func (c *Client) RefreshMetadata(ctx context.Context) error {
 	// a Poll whose ctx was cancelled while the refresh waited out a
 	// node's throttle did not return (TestPollReturnsWhenCancelledInThrottle).
 	go c.sharedRefresh(ctx, ch)
+	return c.awaitRefresh(ctx, ch)
+}
+
+// awaitRefresh waits for the shared refresh that closes ch, or for ctx,
+// and returns the refresh's outcome (metaErr) or ctx's error.
+func (c *Client) awaitRefresh(ctx context.Context, ch chan struct{}) error {
 	select {
 	case <-ch:
 	case <-ctx.Done():
