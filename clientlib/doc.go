@@ -121,13 +121,16 @@
 // transaction has not touched yet (batched, one request at a time) before their first batch, which
 // carries transactional=true. CommitTransaction flushes, then EndTxn(commit); the answer's epoch is
 // the next transaction's, and a partition's window restarts at sequence 0 under it.
-// AbortTransaction fails unsent records (ErrTransactionAborted), waits for those sent, then
-// EndTxn(abort). SendOffsetsToTransaction: AddOffsetsToTxn, then TxnOffsetCommit with the member's
+// AbortTransaction fails unsent records (ErrTransactionAborted), waits for those sent and for an
+// AddPartitionsToTxn in flight (an EndTxn the coordinator took first would leave the add to open a
+// transaction nobody ends), then EndTxn(abort). SendOffsetsToTransaction: AddOffsetsToTxn, then TxnOffsetCommit with the member's
 // GroupMetadata (KIP-447). PRODUCER_FENCED is fatal (*ProducerFencedError); any other failure in
 // the transaction makes Commit answer *TransactionAbortableError until AbortTransaction. An EndTxn
 // whose outcome is unknown (ctx ended, coordinator unreachable) leaves the transaction open, not
 // abortable: only a resend of the same decision gets its answer. A transaction that reached no
-// coordinator ends locally. Close aborts an open transaction (bounded like InitTransactions), as
+// coordinator ends locally, and so does one whose first EndTxn is refused INVALID_TXN_STATE when no
+// add was answered (every add refused, or the one whose answer was lost not applied: Kafka's
+// producer skips that EndTxn). Close aborts an open transaction (bounded like InitTransactions), as
 // Kafka's and franz-go's producers do. KIP-360: a transactional batch refused UNKNOWN_PRODUCER_ID or
 // OUT_OF_ORDER_SEQUENCE fails at once (txnWindowErrors: never renumbered under a local epoch) and
 // marks the transaction bumpNeeded; AbortTransaction then sends InitProducerId with the ids EndTxn

@@ -215,7 +215,7 @@ type producer struct {
 	promises chan pendingRecord
 
 	mu       sync.Mutex
-	buffered int
+	buffered int           // records buffered, plus an AddPartitionsToTxn in flight (holdFlush)
 	idle     chan struct{} // closed while buffered == 0
 	flushers int
 	closing  bool
@@ -317,22 +317,42 @@ func (p *producer) acquire(ctx context.Context) error {
 		<-p.budget
 		return ErrClientClosed
 	}
-	if p.buffered == 0 {
-		p.idle = make(chan struct{})
-	}
-	p.buffered++
+	p.holdLocked()
 	return nil
 }
 
 // release frees a record's slot after its promise ran.
 func (p *producer) release() {
+	p.releaseFlush()
+	<-p.budget
+}
+
+// holdFlush makes Flush wait for one more thing besides buffered records:
+// an AddPartitionsToTxn in flight. A Commit or Abort must not send its
+// EndTxn before that answer: the coordinator could take the EndTxn first
+// (refusing an abort of a transaction it has not opened yet), then open
+// a transaction nobody ends.
+func (p *producer) holdFlush() {
+	p.mu.Lock()
+	p.holdLocked()
+	p.mu.Unlock()
+}
+
+func (p *producer) holdLocked() {
+	if p.buffered == 0 {
+		p.idle = make(chan struct{})
+	}
+	p.buffered++
+}
+
+// releaseFlush undoes one holdFlush (or a record's count).
+func (p *producer) releaseFlush() {
 	p.mu.Lock()
 	p.buffered--
 	if p.buffered == 0 {
 		close(p.idle)
 	}
 	p.mu.Unlock()
-	<-p.budget
 }
 
 func (p *producer) poke() {

@@ -181,12 +181,7 @@ func (p *producer) simProduce(io *simIO, pr pendingRecord) {
 		pr.promise(pr.r, errSimBufferFull)
 		return
 	}
-	p.mu.Lock()
-	if p.buffered == 0 {
-		p.idle = make(chan struct{})
-	}
-	p.buffered++
-	p.mu.Unlock()
+	p.holdFlush()
 	if pr.r.Timestamp.IsZero() {
 		pr.r.Timestamp = time.Unix(0, 0).Add(io.t.Now()) // virtual: no wall clock
 	}

@@ -29,6 +29,8 @@ type scriptedWorld struct {
 	// refused, when set and true for a call, fails it at once as a
 	// connection refused (nothing sent).
 	refused func(addr string, req *strandpb.Request) bool
+	// latency, when set, is how long a call's answer takes (else 2 ms).
+	latency func(req *strandpb.Request) time.Duration
 }
 
 type scriptedEvent struct {
@@ -57,7 +59,11 @@ func (w *scriptedWorld) Call(addr string, req *strandpb.Request, done func(*stra
 		w.After(time.Second, func() { done(nil, &ConnError{Addr: addr, Sent: true, Err: errors.New("timeout")}) })
 		return
 	}
-	w.After(2*time.Millisecond, func() { done(resp, nil) })
+	d := 2 * time.Millisecond
+	if w.latency != nil {
+		d = w.latency(req)
+	}
+	w.After(d, func() { done(resp, nil) })
 }
 
 // run fires events in time order until none is left or limit passed.

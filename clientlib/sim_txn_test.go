@@ -194,3 +194,153 @@ func TestSimulatedTransactionalTimeoutFindsCoordinatorAgain(t *testing.T) {
 		t.Fatalf("InitProducerId answered by %v after %d lookups, want by n2 after the second lookup", inits, finds)
 	}
 }
+
+// coordinatorWorld is a scripted world whose node n2 plays a transaction
+// coordinator: an AddPartitionsToTxn answered with addResult (nil: the
+// answer is lost) opens the transaction when applied; an EndTxn of a
+// transaction not open is refused INVALID_TXN_STATE, as engine/txn's
+// EndTxn refuses it. ends counts EndTxn requests and endsBeforeAdd those
+// that arrived while an AddPartitionsToTxn was unanswered.
+type coordinatorWorld struct {
+	*scriptedWorld
+	addResult               *strandpb.Error // nil: added
+	loseAdd, lostAddApplied bool
+	addLatency              time.Duration
+	open                    bool
+	adds, addsPending       int
+	ends, endsBeforeAdd     int
+}
+
+func newCoordinatorWorld(t *testing.T) *coordinatorWorld {
+	cw := &coordinatorWorld{scriptedWorld: &scriptedWorld{}, addLatency: 2 * time.Millisecond}
+	w := cw.scriptedWorld
+	w.latency = func(req *strandpb.Request) time.Duration {
+		if req.GetAddPartitionsToTxn() != nil {
+			return cw.addLatency
+		}
+		return 2 * time.Millisecond
+	}
+	w.answer = func(_ string, req *strandpb.Request) *strandpb.Response {
+		switch {
+		case req.GetMetadata() != nil:
+			return twoNodeMetadata()
+		case req.GetFindCoordinator() != nil:
+			return coordinatorAt(2, "n2")
+		case req.GetTxnInitProducerId() != nil:
+			return &strandpb.Response{Body: &strandpb.Response_TxnInitProducerId{TxnInitProducerId: &strandpb.TxnInitProducerIdResponse{ProducerId: 7}}}
+		case req.GetAddPartitionsToTxn() != nil:
+			cw.adds++
+			if cw.loseAdd {
+				cw.loseAdd = false
+				cw.open = cw.open || cw.lostAddApplied
+				return nil
+			}
+			cw.addsPending++
+			w.After(cw.addLatency, func() {
+				cw.addsPending--
+				cw.open = cw.open || cw.addResult == nil
+			})
+			return &strandpb.Response{Body: &strandpb.Response_AddPartitionsToTxn{AddPartitionsToTxn: &strandpb.AddPartitionsToTxnResponse{
+				Results: []*strandpb.AddPartitionsToTxnResponse_Result{{Topic: "t", Partition: 0, Error: cw.addResult}}}}}
+		case req.GetProduce() != nil:
+			return &strandpb.Response{Body: &strandpb.Response_Produce{Produce: &strandpb.ProduceResponse{
+				Partitions: []*strandpb.ProduceResponse_Partition{{Topic: "t", Partition: 0, BaseOffset: 41}}}}}
+		case req.GetEndTxn() != nil:
+			cw.ends++
+			if cw.addsPending > 0 {
+				cw.endsBeforeAdd++
+			}
+			if !cw.open {
+				return &strandpb.Response{Error: &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_TXN_STATE, Message: "no transaction open"}}
+			}
+			cw.open = false
+			return &strandpb.Response{Body: &strandpb.Response_EndTxn{EndTxn: &strandpb.EndTxnResponse{ProducerId: 7, ProducerEpoch: 1}}}
+		}
+		t.Fatalf("unexpected request %v", req)
+		return nil
+	}
+	return cw
+}
+
+// abortAfterProduce runs InitTransactions, BeginTransaction, one Produce
+// and, without waiting for it, AbortTransaction, then (when the abort
+// succeeded) a second transaction that commits; it returns the abort's
+// and the commit's errors.
+func (cw *coordinatorWorld) abortAfterProduce(t *testing.T) (abortErr, commitErr error) {
+	t.Helper()
+	c, err := NewClient(Simulated(cw.scriptedWorld), SeedAddresses("n1"), RandSeed(1), TransactionalID("tx"), ManualPartitioner(),
+		RetryBackoff(5*time.Millisecond, 40*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	finished := false
+	c.SimRun(func(ctx context.Context) {
+		if abortErr = c.InitTransactions(ctx); abortErr != nil {
+			return
+		}
+		if abortErr = c.BeginTransaction(); abortErr != nil {
+			return
+		}
+		c.Produce(ctx, &Record{Topic: "t", Partition: 0, Value: []byte("v")}, func(*Record, error) {})
+		for i := 0; i < 100 && cw.adds == 0; i++ {
+			c.sleep(ctx, time.Millisecond) // until the AddPartitionsToTxn is sent
+		}
+		if abortErr = c.AbortTransaction(ctx); abortErr != nil {
+			return
+		}
+		cw.addResult, cw.addLatency = nil, 2*time.Millisecond
+		if commitErr = c.BeginTransaction(); commitErr != nil {
+			return
+		}
+		c.Produce(ctx, &Record{Topic: "t", Partition: 0, Value: []byte("w")}, func(*Record, error) {})
+		commitErr = c.CommitTransaction(ctx)
+	}, func() { finished = true })
+	cw.fire(100000)
+	if !finished {
+		t.Fatalf("the task did not finish (abort %v, commit %v)", abortErr, commitErr)
+	}
+	return abortErr, commitErr
+}
+
+// An abort while the transaction's AddPartitionsToTxn is unanswered waits
+// for that answer before its EndTxn: the coordinator must not take the
+// EndTxn first (it would refuse an abort of a transaction it has not
+// opened, and then open one nobody ends). Before, the abort failed the
+// queued record and sent EndTxn at once (TestTransactSessionAbort-
+// RedeliversInput failed so once in CI: "no transaction open (Empty)").
+func TestSimulatedAbortWaitsForAddPartitions(t *testing.T) {
+	cw := newCoordinatorWorld(t)
+	cw.addLatency = 200 * time.Millisecond
+	abortErr, commitErr := cw.abortAfterProduce(t)
+	if abortErr != nil || commitErr != nil || cw.endsBeforeAdd != 0 || cw.open {
+		t.Fatalf("abort %v, commit %v, %d of %d EndTxn before the add's answer, left open %v; want both ended, none early",
+			abortErr, commitErr, cw.endsBeforeAdd, cw.ends, cw.open)
+	}
+}
+
+// An abort of a transaction the coordinator never opened ends it: every
+// AddPartitionsToTxn was refused (retriably, before the abort), or the one
+// whose answer was lost was not applied, so the EndTxn's INVALID_TXN_STATE
+// says there is nothing to end (Kafka's producer skips the EndTxn when
+// nothing was added). Before, Abort returned that refusal and the client
+// could never end the transaction. When the lost add was applied, the
+// EndTxn ends the transaction the coordinator opened.
+func TestSimulatedAbortOfUnopenedTransaction(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(cw *coordinatorWorld)
+	}{
+		{"add refused", func(cw *coordinatorWorld) {
+			cw.addResult = &strandpb.Error{Code: strandpb.ErrorCode_ERROR_CODE_CONCURRENT_TRANSACTIONS}
+		}},
+		{"add answer lost, not applied", func(cw *coordinatorWorld) { cw.loseAdd = true }},
+		{"add answer lost, applied", func(cw *coordinatorWorld) { cw.loseAdd, cw.lostAddApplied = true, true }},
+	} {
+		cw := newCoordinatorWorld(t)
+		tc.setup(cw)
+		abortErr, commitErr := cw.abortAfterProduce(t)
+		if abortErr != nil || commitErr != nil || cw.open {
+			t.Errorf("%s: abort %v, commit %v, left open %v; want both ended", tc.name, abortErr, commitErr, cw.open)
+		}
+	}
+}

@@ -105,10 +105,20 @@ type txnState struct {
 	ending     bool // CommitTransaction or AbortTransaction runs
 	aborting   bool // the loop fails what it has not sent
 	started    bool // the coordinator may hold an open transaction
-	added      map[topicPartition]bool
-	abortable  error
-	fatal      error
-	coordAddr  string
+	// held: the coordinator answered that it holds the open transaction
+	// (a partition or a group added). Without it, a refusal of EndTxn for
+	// INVALID_TXN_STATE means the coordinator never opened it (every add
+	// was refused, or the one whose answer was lost was not applied), so
+	// the transaction ends locally, as Kafka's producer skips EndTxn when
+	// nothing was added.
+	held bool
+	// endSent: an EndTxn of the open transaction was sent (its answer
+	// lost or refused); a later refusal may then be of a decided one.
+	endSent   bool
+	added     map[topicPartition]bool
+	abortable error
+	fatal     error
+	coordAddr string
 	// coordFrom is the node whose FindCoordinator answer named coordAddr;
 	// coordStale a node that named a coordinator that refused, or could
 	// name none: the next lookup asks it last (as the group coordinator's
@@ -186,6 +196,19 @@ func (t *txnState) markAdded(epoch int32, tps []topicPartition) {
 	}
 	for _, tp := range tps {
 		t.added[tp] = true
+	}
+	if len(tps) > 0 {
+		t.held = true
+	}
+}
+
+// markHeld records that the coordinator answered an add of the open
+// transaction under epoch (AddOffsetsToTxn).
+func (t *txnState) markHeld(epoch int32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.epoch == epoch && t.open {
+		t.held = true
 	}
 }
 
@@ -267,7 +290,7 @@ func (t *txnState) finish(producerID int64, epoch int32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.producerID, t.epoch = producerID, epoch
-	t.open, t.ending, t.aborting, t.started = false, false, false, false
+	t.open, t.ending, t.aborting, t.started, t.held, t.endSent = false, false, false, false, false, false
 	t.abortable = nil
 	t.added = make(map[topicPartition]bool)
 }
@@ -442,7 +465,8 @@ func (c *Client) AbortTransaction(ctx context.Context) error {
 // transaction) and closes it at the answered epoch.
 func (c *Client) endTxn(ctx context.Context, t *txnState, commit bool) error {
 	t.mu.Lock()
-	started, pid, epoch := t.started, t.producerID, t.epoch
+	started, held, endSent, pid, epoch := t.started, t.held, t.endSent, t.producerID, t.epoch
+	t.endSent = started
 	t.mu.Unlock()
 	if !started { // nothing reached the coordinator: end locally
 		t.finish(pid, epoch)
@@ -450,6 +474,10 @@ func (c *Client) endTxn(ctx context.Context, t *txnState, commit bool) error {
 	}
 	req := &strandpb.EndTxnRequest{TransactionalId: t.id, Producer: t.wire(), Commit: commit}
 	resp, err := c.txnCall(ctx, &strandpb.Request{Body: &strandpb.Request_EndTxn{EndTxn: req}})
+	if err != nil && !held && !endSent && errors.Is(err, errInvalidTxnState) {
+		t.finish(pid, epoch) // the coordinator never opened it: nothing to end
+		return nil
+	}
 	if err != nil {
 		err = fmt.Errorf("clientlib: EndTxn(commit=%v) for transactional id %q: %w", commit, t.id, err)
 		if errors.Is(err, ErrProducerFenced) {
@@ -488,6 +516,7 @@ func (c *Client) SendOffsetsToTransaction(ctx context.Context, offsets map[Topic
 	if _, err := c.txnCall(ctx, &strandpb.Request{Body: &strandpb.Request_AddOffsetsToTxn{AddOffsetsToTxn: add}}); err != nil {
 		return t.note(fmt.Errorf("clientlib: AddOffsetsToTxn for group %q: %w", meta.Group, err))
 	}
+	t.markHeld(add.GetProducer().GetEpoch())
 	commit := &strandpb.OffsetCommitRequest{Group: meta.Group, MemberId: meta.MemberID, MemberEpoch: meta.Epoch}
 	for _, tp := range sortedOffsetPartitions(offsets) {
 		commit.Offsets = append(commit.Offsets, &strandpb.OffsetCommitPartition{Topic: tp.Topic, Partition: tp.Partition, Offset: offsets[tp]})

@@ -149,6 +149,7 @@ func (p *producer) maybeAddPartitions(tps []topicPartition, now time.Duration) t
 	id, epoch, _ := t.producer()
 	t.markStarted()
 	p.addInFlight = true
+	p.holdFlush()
 	p.addAttempts++
 	p.io.addPartitions(t.addPartitionsRequest(id, epoch, tps), addPartitionsResult{epoch: epoch, tps: tps})
 	return 0
@@ -160,6 +161,7 @@ func (p *producer) maybeAddPartitions(tps []topicPartition, now time.Duration) t
 // and makes the transaction abortable (or the Client fenced).
 func (p *producer) handleAddPartitions(res addPartitionsResult, now time.Duration) {
 	p.addInFlight = false
+	defer p.releaseFlush()
 	t := p.c.txn
 	if res.err != nil {
 		err := t.note(fmt.Errorf("clientlib: AddPartitionsToTxn: %w", res.err))
@@ -198,6 +200,9 @@ var concurrentTxnBackoff = Backoff{Base: 20 * time.Millisecond, Max: 200 * time.
 
 // errConcurrentTransactions matches a CONCURRENT_TRANSACTIONS refusal.
 var errConcurrentTransactions = &Error{Code: strandpb.ErrorCode_ERROR_CODE_CONCURRENT_TRANSACTIONS}
+
+// errInvalidTxnState matches an INVALID_TXN_STATE refusal.
+var errInvalidTxnState = &Error{Code: strandpb.ErrorCode_ERROR_CODE_INVALID_TXN_STATE}
 
 // txnAddBackoff is txnRetryDelay's rule: the client's backoff, except that
 // CONCURRENT_TRANSACTIONS waits concurrentTxnBackoff (never longer than
