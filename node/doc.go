@@ -376,7 +376,10 @@
 // log beyond the bootstrap means the cluster exists; a majority answering "fresh" means a new
 // cluster. A joining node (Config.Join or its meta/joined marker) cannot tell a first join from a
 // lost disk and needs not: its cluster exists, so it starts probing, hearing from its Config.Nodes
-// (the registered nodes; its group has no replicas before its log names them). Undecided, a wiped
+// (the registered nodes; its group has no replicas before its log names them). So joins are one at
+// a time while a registered node is lost for good: two joiners catching up at once with one node
+// lost are three of five untrusted, and each waits for the other's answer forever (the simulator
+// seed 22; simnet's joinFits keeps its joins inside the assumption below, as an operator must). Undecided, a wiped
 // joined node counted itself a majority of no peers, decided "new cluster", voted at once and
 // reopened its replicas as new ones (TestWipedJoinedNodeRecovers). Partition replicas opened while
 // the metadata group is not done open recovering too.

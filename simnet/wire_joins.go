@@ -78,6 +78,10 @@ type joinPlan struct {
 	spares []int // node indexes outside Config.Nodes, in join order
 	ats    []int // operations issued before each join
 	joined []uint64
+	// caughtUp lists joined nodes seen with their metadata rejoin done
+	// (joinFits).
+	caughtUp []uint64
+	waiting  bool // the next join waits (joinFits)
 	// mode is how the run decommissions; decoms the nodes drawn for it, in
 	// order (a node skipped because too few would remain is dropped);
 	// draining those whose DECOMMISSION was answered and REMOVE not yet;
@@ -275,10 +279,58 @@ func (c *wireClient) awaitJoin() {
 		c.after(20*time.Millisecond, c.awaitJoin)
 		return
 	}
+	if !jp.joinFits(w) {
+		// An operator adds nodes one at a time while one is lost: the
+		// join waits for the last joiner to catch up.
+		if !jp.waiting {
+			jp.waiting = true
+			w.coverage.Inc("event/join-waits-for-joiner")
+		}
+		c.after(joinPoll, c.awaitJoin)
+		return
+	}
+	jp.waiting = false
 	n := w.nodes[jp.spares[len(jp.joined)]]
 	req := &strandpb.NodeAdminRequest{Action: strandpb.NodeAction_NODE_ACTION_ADD, NodeId: uint64(n.id),
 		Address: "n" + strconv.Itoa(int(n.id)), Rack: "r" + strconv.Itoa(n.index%2)}
 	c.adminStep(req, nil, func(strandpb.ErrorCode) { c.onJoined(n) })
+}
+
+// joinFits reports whether one more node may register now. A joining
+// node cannot tell a first join from a lost disk, so its metadata group
+// rejoins: it needs trusted answers from ceil(m/2) of the m registered
+// nodes, itself included in m (node/doc.go, "Disk loss"; node/rejoin.go's
+// heardFromQuorums). Nodes lost for good and nodes still rejoining (the
+// last joiner, a wiped node) cannot answer trusted, so with u of them
+// the new joiner, and every joiner still catching up, waits forever
+// unless u+1 <= m/2 after the join: node/doc.go's "at most a minority
+// of a group lost state at once". Two joins at once while a node was
+// lost for good broke it (seed 22: nodes 4 and 5 each waited for the
+// other's answer). Observed caught-up joiners are remembered while they
+// are down.
+func (jp *joinPlan) joinFits(w *world) bool {
+	registered, untrusted := 0, 0
+	for _, n := range w.nodes {
+		id := uint64(n.id)
+		if n.spare && !slices.Contains(jp.joined, id) || slices.Contains(jp.removed, id) {
+			continue
+		}
+		registered++
+		rejoining := false
+		if n.up {
+			if st, ok := n.core.MetadataStatus(); ok && st.Rejoining {
+				rejoining = true
+			} else if ok && n.spare {
+				jp.caughtUp = append(jp.caughtUp, id)
+			}
+		} else {
+			rejoining = n.wiped || n.spare && !slices.Contains(jp.caughtUp, id)
+		}
+		if rejoining || w.goneForGood(id) {
+			untrusted++
+		}
+	}
+	return untrusted+1 <= (registered+1)/2
 }
 
 // adminStep runs req's clientlib call (nodeAdminCall) until it succeeds
