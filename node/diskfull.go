@@ -42,7 +42,11 @@ import (
 // followers do not tick (so never time out and campaign) and it drops a
 // MsgTimeoutNow (a transfer to it); healthy leaders do not hand it a
 // preferred leadership (handleElectLeaders). With no replica with space,
-// it keeps leading so reads go on. Once space returns it campaigns and
+// it keeps leading so reads go on. The hold-off is bounded (holdOff,
+// quiesce.go): a follower that has seen no leader for two election
+// timeouts ticks and campaigns again, since no replica with space could
+// win (this one alone holds the newest entry, which raft's vote rule asks
+// of a winner), then hands the leadership on as above. Once space returns it campaigns and
 // takes transfers again; `strand cluster leaders --balance` hands the
 // preferred leaderships back. A node whose disk stalls (stall.go) is, for
 // leadership, a node that cannot write: the same hand-off, hold-off and

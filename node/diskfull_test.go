@@ -241,3 +241,65 @@ func TestMetaWriteOnFullDiskKeepsNode(t *testing.T) {
 		t.Fatalf("restarted node has %d topics once space returned, want 2", len(topics))
 	}
 }
+
+// A full node that alone holds a partition's newest entry leads it when no
+// other replica can: with the third replica down and the replica with
+// space behind (it lacks an entry only the full node appended), raft's
+// vote rule lets only the full node win, so holding off for the replica
+// with space left the partition without a leader until space returned
+// (the simulator, its full-disk episode restarting the full leader). It
+// waits a bounded time for another leader, then campaigns, and hands the
+// leadership on to the replica with space once that one caught up.
+func TestFullNodeWithNewestLogLeadsWhenNoOtherCan(t *testing.T) {
+	c := newMetaCluster(t, 33, 3, func(cfg *Config) { cfg.MinFreeBytes = 1 << 20 })
+	c.createTopic(c.metaLeaderOf(), "t", 1, 3)
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	want := c.produceN(tp, 5)
+	full := c.leader(tp)
+	var behind, down NodeID
+	for _, id := range c.ids {
+		switch {
+		case id == full:
+		case behind == 0:
+			behind = id
+		default:
+			down = id
+		}
+	}
+	c.crash(down)
+	c.drop = func(e envelope) bool { return e.from == full && e.to == behind }
+	if res := c.produce(full, ProduceRequest{TopicPartition: tp, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "newest", 1)}); res.Err != nil {
+		t.Fatalf("produce acks=1 on leader %d: %v", full, res.Err)
+	}
+	want++
+	c.crash(full)
+	c.drop = nil
+	d := c.disks[full]
+	d.SetCapacity(d.UsedBytes() + 512<<10) // below the floor
+	c.start(full)
+	c.tick(3 * SpaceCheckTicks)
+	if !c.cores[full].diskFull() {
+		t.Fatal("node below its floor not full")
+	}
+	led := false // the full node took the leadership at some tick
+	for range 600 {
+		c.tick(1)
+		if _, _, leading := c.cores[full].byTP[tp].leadership(); leading {
+			led = true
+		}
+		if g := c.cores[behind].byTP[tp]; g != nil {
+			if _, _, leading := g.leadership(); leading && led {
+				break
+			}
+		}
+	}
+	if !led {
+		t.Fatalf("the full node %d, alone holding the newest entry, never led %v: no replica could", full, tp)
+	}
+	if lead := c.leader(tp); lead != behind {
+		t.Fatalf("leader %d; want node %d, with space, once it caught up", lead, behind)
+	}
+	if _, hwm := c.fetchAll(behind, tp); hwm != want {
+		t.Fatalf("high-water mark %d, want %d (the entry only the full node held)", hwm, want)
+	}
+}

@@ -412,8 +412,9 @@
 //     has space (the liveness frames carry each node's disk state) and holds the most of the log,
 //     a voter of the incoming configuration first (in a joint one, an outgoing-only voter may have
 //     applied the leave the leader has not: unpromotable); while full and while such a replica exists it does not take a leadership back (its partition
-//     followers do not tick, so never campaign; MsgTimeoutNow to it is dropped; cluster leaders
-//     --balance skips it). With no replica with space it keeps leading, so reads go on; once space
+//     followers do not tick, so never campaign, until they saw no leader for two election timeouts:
+//     then it alone may hold the newest entry, so it campaigns and hands on once leading; MsgTimeoutNow
+//     to it is dropped; cluster leaders --balance skips it). With no replica with space it keeps leading, so reads go on; once space
 //     returns it campaigns and takes transfers again, and strand cluster leaders --balance restores
 //     preferred leaders. A full disk never stops a node: a metadata-group write refused for space
 //     turns the node full and reopens the metadata log in place, keeping the applied state (a new

@@ -61,6 +61,10 @@ type group struct {
 	// leads).
 	quiesced       bool
 	quiescedLeader NodeID
+	// heldOff counts the raft ticks this replica, on a node that cannot
+	// write, did not tick while its group had no leader
+	// (raftTickGroup); 0 once it sees a leader.
+	heldOff int
 	// parked are the long-poll fetches to wake when the high-water mark
 	// moves; finished ones are dropped lazily.
 	parked []*fetchSession

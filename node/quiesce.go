@@ -63,12 +63,36 @@ func (c *Core) raftTickGroup(g *group) {
 	if g.quiesced || c.maybeQuiesce(g) {
 		return
 	}
-	if c.holdsOffLeadership(g) && g.raw.BasicStatus().RaftState != raft.StateLeader {
+	if c.holdsOffLeadership(g) && c.holdOff(g) {
 		return // full: never time out and campaign while a replica with space can lead (diskfull.go)
 	}
 	g.raw.Tick()
 	c.markReady(g)
 }
+
+// holdOff reports whether g's replica, on a node that cannot write,
+// keeps from ticking (so never times out and campaigns) this raft tick:
+// while it follows a leader, and for heldOffMax election timeouts
+// without one. Past that no replica with space has won, which happens
+// when this one alone holds the newest entry (raft's vote rule lets only
+// it win): it campaigns, and once leading hands the leadership on to a
+// replica with space as soon as that one caught up (diskfull.go).
+func (c *Core) holdOff(g *group) bool {
+	st := g.raw.BasicStatus()
+	switch {
+	case st.RaftState == raft.StateLeader:
+		return false
+	case st.Lead != 0:
+		g.heldOff = 0
+		return true
+	}
+	g.heldOff++
+	return g.heldOff <= heldOffMax*c.cfg.ElectionTicks
+}
+
+// heldOffMax is how many election timeouts without a leader a replica on
+// a node that cannot write waits before it campaigns.
+const heldOffMax = 2
 
 // maybeQuiesce quiesces g when it leads an idle group whose followers all
 // match its log, sending each the quiesce heartbeat; it reports whether it
