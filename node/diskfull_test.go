@@ -303,3 +303,49 @@ func TestFullNodeWithNewestLogLeadsWhenNoOtherCan(t *testing.T) {
 		t.Fatalf("high-water mark %d, want %d (the entry only the full node held)", hwm, want)
 	}
 }
+
+// A follower on a full disk does not keep its dead leader's lease: when
+// the leader's node goes, the third replica must win its vote. Not
+// ticking while it held off, it counted the lease as running forever and
+// refused every pre-vote, so the partition had no leader though a
+// replica with space could lead (the simulator's seed 19 with the
+// full-disk restart). It ticks again once no leader was heard from for
+// an election timeout past its hold-off.
+func TestFullFollowerLetsOthersElect(t *testing.T) {
+	c := newMetaCluster(t, 33, 3, func(cfg *Config) { cfg.MinFreeBytes = 1 << 20 })
+	c.createTopic(c.metaLeaderOf(), "t", 1, 3)
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	want := c.produceN(tp, 5)
+	lead := c.leader(tp)
+	var full, other NodeID
+	for _, id := range c.ids {
+		switch {
+		case id == lead:
+		case full == 0:
+			full = id
+		default:
+			other = id
+		}
+	}
+	d := c.disks[full]
+	d.SetCapacity(d.UsedBytes() + 512<<10) // below the floor
+	c.tick(3 * SpaceCheckTicks)
+	if !c.cores[full].diskFull() {
+		t.Fatal("node below its floor not full")
+	}
+	c.crash(lead)
+	for range 600 {
+		c.tick(1)
+		if g := c.cores[other].byTP[tp]; g != nil {
+			if _, _, leading := g.leadership(); leading {
+				break
+			}
+		}
+	}
+	if got := c.leader(tp); got != other {
+		t.Fatalf("leader %d; want node %d, the only replica with space left", got, other)
+	}
+	if _, hwm := c.fetchAll(other, tp); hwm != want {
+		t.Fatalf("high-water mark %d, want %d", hwm, want)
+	}
+}

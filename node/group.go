@@ -62,9 +62,11 @@ type group struct {
 	quiesced       bool
 	quiescedLeader NodeID
 	// heldOff counts the raft ticks this replica, on a node that cannot
-	// write, did not tick while its group had no leader
-	// (raftTickGroup); 0 once it sees a leader.
-	heldOff int
+	// write, did not tick while its group had no leader it heard from
+	// (holdOff); 0 once it hears from one. leaderContact is the Core tick
+	// at which it last stepped a message only a leader sends.
+	heldOff       int
+	leaderContact uint64
 	// parked are the long-poll fetches to wake when the high-water mark
 	// moves; finished ones are dropped lazily.
 	parked []*fetchSession

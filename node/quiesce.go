@@ -72,17 +72,22 @@ func (c *Core) raftTickGroup(g *group) {
 
 // holdOff reports whether g's replica, on a node that cannot write,
 // keeps from ticking (so never times out and campaigns) this raft tick:
-// while it follows a leader, and for heldOffMax election timeouts
-// without one. Past that no replica with space has won, which happens
-// when this one alone holds the newest entry (raft's vote rule lets only
-// it win): it campaigns, and once leading hands the leadership on to a
-// replica with space as soon as that one caught up (diskfull.go).
+// while it hears from a leader, and for heldOffMax election timeouts
+// without one. Past that no replica with space has won. Either this one
+// alone holds the newest entry (raft's vote rule lets only it win), or
+// it is what stops the others: not ticking, it still counts its last
+// leader's lease as running and refuses their pre-votes (seed 19: node 2,
+// full, held leader 1 of term 6 long after; nodes 1 and 3 could not
+// elect). So it ticks again: its lease runs out, it grants votes or
+// campaigns, and once leading hands the leadership on to a replica with
+// space as soon as that one caught up (diskfull.go).
 func (c *Core) holdOff(g *group) bool {
 	st := g.raw.BasicStatus()
-	switch {
-	case st.RaftState == raft.StateLeader:
+	if st.RaftState == raft.StateLeader {
 		return false
-	case st.Lead != 0:
+	}
+	timeout := uint64(c.cfg.ElectionTicks * c.cfg.TicksPerRaftTick)
+	if st.Lead != 0 && c.ticks-g.leaderContact <= timeout {
 		g.heldOff = 0
 		return true
 	}

@@ -182,6 +182,10 @@ func (c *Core) receiveMessage(from NodeID, topic string, rm *rawRaftMessage) {
 		return
 	}
 	g.quiesced = c.steppedQuiesced(g, wasQuiesced, from, &m)
+	switch m.GetType() {
+	case raftpb.MsgApp, raftpb.MsgHeartbeat, raftpb.MsgSnap:
+		g.leaderContact = c.ticks // a leader's: holdOff counts silence from here
+	}
 	c.stats.MessagesStepped++
 }
 
