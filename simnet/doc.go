@@ -389,8 +389,10 @@
 //     recovered data as stable): the page cache of a killed process is never trusted.
 //   - Full-disk leadership (fullcheck.go): a node whose disk is below its floor must lead, past its
 //     space-check interval + two election timeouts + 1 s, no partition another voter with space
-//     that reaches it and a majority could lead (check/full-disk-leader); seeds that draw full disks
-//     run one episode holding a leader's disk at half its floor (fulldisk.go). FullLeaderKeepsLeading.
+//     that reaches it and a majority could lead (check/full-disk-leader), and within four election
+//     timeouts more some replica leads it (check/full-disk-served); seeds that draw full disks run
+//     one episode holding a leader's disk at half its floor, in half of them crashing and
+//     restarting it at once (fault/disk-full-restart; fulldisk.go). FullLeaderKeepsLeading.
 //   - Coverage: each run prints a sorted table of faults fired, rare events (elections,
 //     truncations, checkpoints, duplicates, TRIMs, compactions, snapshots sent and installed, rolls
 //     by age, rejoins, repairs, full disks, throttled appends, ...) and checks made;

@@ -22,7 +22,12 @@ import (
 // floor and that stretch beginning, the full node must not lead it. The
 // bound is the node's free-space check interval in its own ticks (when
 // it notices) plus two election timeouts in the slowest node's ticks (a
-// transfer raft aborts after one, then another) plus a second. A restart,
+// transfer raft aborts after one, then another) plus a second. A full
+// node that takes a leadership (only it could win: the hold-off's end)
+// is given the bound again from then. Within the bound plus
+// fullLeaderlessSlack some replica must lead the group: a full node that
+// restarted leaves it to its peers' quiesced followers, woken by its new
+// incarnation, or to itself past its hold-off. A restart,
 // a pause or a starved tick rate of the full node restarts the wait, as
 // does its disk getting space back (retention freed some, or the planner
 // lifted the fill). Every way a full node keeps a leadership it could
@@ -47,6 +52,10 @@ type fullWatch struct {
 	fair []time.Duration
 	led  []bool
 	done []bool
+	// leading[g]: the node led g at its last look; served[g]: the
+	// stretch's leader check (some replica leads g) ran.
+	leading []bool
+	served  []bool
 	// buf holds the node's statuses of the look, peers its peers'.
 	buf   []node.GroupStatus
 	peers [][]node.GroupStatus
@@ -81,6 +90,7 @@ func (w *world) lookAtFullNode(n *simNode) {
 	}
 	if groups := w.probeGroups(); len(fw.fair) < groups {
 		fw.fair, fw.led, fw.done = make([]time.Duration, groups), make([]bool, groups), make([]bool, groups)
+		fw.leading, fw.served = make([]bool, groups), make([]bool, groups)
 	}
 	fw.buf = n.core.AppendStatus(fw.buf[:0])
 	peersRead := false
@@ -95,15 +105,32 @@ func (w *world) lookAtFullNode(n *simNode) {
 			peersRead = true
 		}
 		to := w.fullTarget(n, s)
+		took := s.IsLeader && !fw.leading[g]
+		fw.leading[g] = s.IsLeader
 		if to < 0 {
 			fw.fair[g] = 0
 			continue
 		}
-		if fw.fair[g] == 0 {
-			fw.fair[g], fw.led[g], fw.done[g] = now+1, false, false
+		if fw.fair[g] == 0 || took {
+			// A new stretch; or the full node took the leadership in
+			// this one (it campaigns after two election timeouts
+			// without a leader, node/quiesce.go's holdOff, when only it
+			// can win): from then it must hand it on within the bound.
+			fw.fair[g], fw.led[g], fw.done[g], fw.served[g] = now+1, false, false, false
 		}
 		fw.led[g] = fw.led[g] || s.IsLeader
-		if fw.done[g] || now < max(fw.below, fw.fair[g])-1+bound {
+		start := max(fw.below, fw.fair[g]) - 1
+		if !fw.served[g] && now >= start+bound+w.fullLeaderlessSlack() {
+			fw.served[g] = true
+			if !s.IsLeader && !peerLeads(fw.peers, s) {
+				w.fail("full disk: group %d (%s) has had no leader since %v, while node %d's disk was below its free-space "+
+					"floor and node %d, with space, could lead it (bound %v)",
+					g, w.groupLabel(g), start, n.id, w.nodes[to].id, bound+w.fullLeaderlessSlack())
+				return
+			}
+			w.coverage.Inc("check/full-disk-served")
+		}
+		if fw.done[g] || now < start+bound {
 			continue
 		}
 		fw.done[g] = true
@@ -118,6 +145,25 @@ func (w *world) lookAtFullNode(n *simNode) {
 			w.coverage.Inc("check/full-disk-handed-off")
 		}
 	}
+}
+
+// fullLeaderlessSlack is how much longer than fullBound a full node's
+// group may be without any leader: the full node's hold-off of two
+// election timeouts (node/quiesce.go's heldOffMax) and its own randomized
+// election timeout, up to two more, in the slowest node's ticks.
+func (w *world) fullLeaderlessSlack() time.Duration {
+	return 4 * w.electionTimeoutSlowest()
+}
+
+// peerLeads reports whether a peer's replica of s's group (the same
+// incarnation) leads it.
+func peerLeads(peers [][]node.GroupStatus, s node.GroupStatus) bool {
+	for _, statuses := range peers {
+		if ps, ok := findStatus(statuses, s.TopicPartition); ok && ps.IsLeader && ps.TopicID == s.TopicID {
+			return true
+		}
+	}
+	return false
 }
 
 // readPeerStatuses reads every live node's statuses but n's for a look.

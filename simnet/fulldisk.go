@@ -76,7 +76,8 @@ func (c *cutDisk) FreeBytes() (int64, error) { return c.d.FreeBytes() }
 // disk of a partition leader whose peers are healthy and can elect
 // without it (stallVictim), with 16 KiB above its floor, for the
 // full-disk check's bound (fullcheck.go) plus 1.5 to 3 s, the random
-// faults held meanwhile. As a disk stall does, a due episode waits up to
+// faults held meanwhile; in half the episodes the victim also crashes
+// then and restarts 50-300 ms later, on its full disk. As a disk stall does, a due episode waits up to
 // diskStallWaitMax for the faults under way to end, then ends them; it
 // begins neither during an incident nor during a stall, and a liveness
 // run's heal does not end it (the liveness bounds count from its end).
@@ -136,6 +137,19 @@ func (p *planner) pollFullEpisode(waited time.Duration) {
 	p.fillDisk(n, d, incidentFullSlackBytes)
 	p.fullEp = fullEpisode{active: true, victim: i}
 	p.keepFull(n)
+	if w.rngFault.IntN(2) == 0 {
+		// The victim's process also dies as its disk fills and is back
+		// within an election timeout: its peers see a new incarnation,
+		// never a silence, and it may not campaign on its full disk
+		// while they can lead, so the followers of the groups it led,
+		// quiesced, must wake on the restart (node/quiesce.go).
+		w.coverage.Inc("fault/disk-full-restart")
+		w.crashNode(n, "fault/disk-full-restart")
+		back := time.Duration(between(w.rngFault, 50, 300)) * time.Millisecond
+		w.sched.schedule(back, &event{kind: evCall, node: -1, call: func() { p.restartNow(n) }})
+		d += back + w.fullLeaderlessSlack() // long enough for the check that some replica leads
+		n.fullUntil = w.now() + d
+	}
 	p.holdUntil = max(p.holdUntil, w.now()+d)
 	w.sched.schedule(d, &event{kind: evCall, node: -1, call: p.endFullEpisode})
 }
