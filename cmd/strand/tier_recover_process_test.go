@@ -34,42 +34,18 @@ func TestTopicRecoverFromBucket(t *testing.T) {
 	runCLI(t, env, lines.String(), "produce", "tiered", "-p", "0")
 	var remoteEnd int64
 	waitFor(t, "most of the topic remote", 60*time.Second, func() error {
-		var d struct {
-			Partitions []struct {
-				Tier *struct {
-					RemoteStart int64 `json:"remote_start"`
-					RemoteEnd   int64 `json:"remote_end"`
-				} `json:"tier"`
-			} `json:"partition_list"`
+		start, end, err := remoteLog(t, env, "tiered")
+		if err == nil && (start != 0 || end < n/2) {
+			err = fmt.Errorf("remote log [%d, %d)", start, end)
 		}
-		out := runCLI(t, env, "", "topic", "describe", "tiered", "--format", "json")
-		if err := json.Unmarshal([]byte(out), &d); err != nil || len(d.Partitions) != 1 || d.Partitions[0].Tier == nil {
-			return fmt.Errorf("describe: %v: %s", err, out)
-		}
-		tr := d.Partitions[0].Tier
-		if tr.RemoteStart != 0 || tr.RemoteEnd < n/2 {
-			return fmt.Errorf("remote log [%d, %d)", tr.RemoteStart, tr.RemoteEnd)
-		}
-		remoteEnd = tr.RemoteEnd
-		return nil
+		remoteEnd = end
+		return err
 	})
 	waitFor(t, "the descriptor in the bucket", 30*time.Second, func() error {
 		_, err := os.Stat(filepath.Join(tierDir, "names", "tiered"))
 		return err
 	})
-	for i, p := range c.procs {
-		if err := p.stop(syscall.SIGTERM, 30*time.Second); err != nil {
-			t.Fatalf("node %d: %v", i+1, err)
-		}
-		c.procs[i] = nil
-		if err := os.RemoveAll(filepath.Join(c.dir, fmt.Sprintf("data-%d", i+1))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range c.procs {
-		c.start(i)
-	}
-	waitFor(t, "the fresh cluster", 60*time.Second, func() error { return clusterReady(c.addrs, 3) })
+	wipeAndRestart(t, c)
 	if _, errOut, err := runCLIResult(t, env, "", "topic", "recover", "missing", "--from-bucket"); err == nil ||
 		!strings.Contains(errOut, "no topic missing in the bucket") {
 		t.Fatalf("recover of a topic the bucket lacks: %v\n%s", err, errOut)
@@ -132,4 +108,45 @@ func TestTopicRecoverNeedsTiering(t *testing.T) {
 	if out := runCLI(t, env, "", "topic", "list"); strings.Contains(out, "lost") {
 		t.Fatalf("a refused recover created the topic:\n%s", out)
 	}
+}
+
+// remoteLog answers the remote log [start, end) of partition 0 of topic
+// as `topic describe` shows it.
+func remoteLog(t *testing.T, env []string, topic string) (start, end int64, err error) {
+	t.Helper()
+	var d struct {
+		Partitions []struct {
+			Tier *struct {
+				RemoteStart int64 `json:"remote_start"`
+				RemoteEnd   int64 `json:"remote_end"`
+			} `json:"tier"`
+		} `json:"partition_list"`
+	}
+	out, errOut, err := runCLIResult(t, env, "", "topic", "describe", topic, "--format", "json")
+	if err != nil {
+		return 0, 0, fmt.Errorf("describe: %w: %s", err, errOut)
+	}
+	if err := json.Unmarshal([]byte(out), &d); err != nil || len(d.Partitions) == 0 || d.Partitions[0].Tier == nil {
+		return 0, 0, fmt.Errorf("describe: %v: %s", err, out)
+	}
+	return d.Partitions[0].Tier.RemoteStart, d.Partitions[0].Tier.RemoteEnd, nil
+}
+
+// wipeAndRestart stops c's nodes, wipes their data directories and starts
+// a fresh cluster on the same addresses (and object store).
+func wipeAndRestart(t *testing.T, c *testCluster) {
+	t.Helper()
+	for i, p := range c.procs {
+		if err := p.stop(syscall.SIGTERM, 30*time.Second); err != nil {
+			t.Fatalf("node %d: %v", i+1, err)
+		}
+		c.procs[i] = nil
+		if err := os.RemoveAll(filepath.Join(c.dir, fmt.Sprintf("data-%d", i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range c.procs {
+		c.start(i)
+	}
+	waitFor(t, "the fresh cluster", 60*time.Second, func() error { return clusterReady(c.addrs, len(c.procs)) })
 }
