@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/engine/metadata"
@@ -78,8 +79,10 @@ func (c *Core) tierRecovering(g *group) bool {
 }
 
 // tierRecoverCheck is tierCheck's first step on a leader that applied an
-// entry of its term: the restore of a recovered partition, then the
-// topic's descriptor. It reports whether tier work started or must wait.
+// entry of its term: the restore of a recovered partition, then what
+// recovery finds in the bucket, kept current: the topic's descriptor and
+// the partition's log start marker. It reports whether tier work started
+// or must wait.
 func (c *Core) tierRecoverCheck(g *group) bool {
 	if c.tierRecovering(g) {
 		if g.part.HighWatermark() != 0 {
@@ -96,19 +99,20 @@ func (c *Core) tierRecoverCheck(g *group) bool {
 		c.startTierRestore(g)
 		return true
 	}
-	if !g.tier.described && c.meta != nil {
-		c.startTierDescribe(g)
-		return true
-	}
-	return false
+	return c.startTierDescribe(g) || c.startTierMark(g)
 }
 
-// startTierDescribe Puts g's topic descriptor.
-func (c *Core) startTierDescribe(g *group) {
+// startTierDescribe Puts g's topic descriptor when it differs from the
+// one this leader last wrote (its first check as leader, before any
+// upload; then after each topic alter or partition addition), and
+// reports whether it started the job.
+func (c *Core) startTierDescribe(g *group) bool {
+	if c.meta == nil || g.tier.descriptorBad {
+		return false
+	}
 	t, ok := c.meta.meta.Topic(g.tp.Topic)
 	if !ok || t.ID != g.topicID {
-		g.tier.described = true // deleted: the replica stops (and must not hold its uploads meanwhile)
-		return
+		return false // deleted: the replica stops
 	}
 	d := tier.Descriptor{Name: t.Name, ID: c.tierRemoteID(g), Partitions: int32(len(t.Replicas)), ReplicationFactor: t.ReplicationFactor}
 	for _, e := range t.Config.Entries() {
@@ -118,14 +122,38 @@ func (c *Core) startTierDescribe(g *group) {
 	}
 	obj, err := tier.EncodeDescriptor(d)
 	if err != nil {
-		g.tier.described = true // nothing a retry mends; the topic is found by no recovery
+		g.tier.descriptorBad = true // nothing a retry mends; the topic is found by no recovery
 		g.logs.log(slog.LevelError, "tier: topic descriptor not written", slog.Any("err", err))
-		return
+		return false
 	}
-	j := &tierJob{describe: true}
+	if bytes.Equal(obj, g.tier.descriptor) {
+		return false
+	}
+	j := &tierJob{describe: true, object: obj}
 	store, key := c.cfg.ObjectStore, tier.DescriptorKey(t.Name)
 	run := func() error { return store.Put(context.Background(), key, bytes.NewReader(obj), int64(len(obj))) }
 	g.tier.job = c.queueJob(syncJob{g: g, run: run, tier: j, untimed: true})
+	return true
+}
+
+// startTierMark Puts the log start marker of g's remote log start when
+// that moved above the last marker this leader wrote (a retention or
+// delete-records TRIM applied; its first check as leader), and reports
+// whether it started the job. Without it a recovery would start at the
+// first object left in the bucket: a trim whose objects were not deleted
+// yet, or that cut inside an object, would be undone.
+func (c *Core) startTierMark(g *group) bool {
+	m := g.part.Tier()
+	if !m.Active() || m.Start() <= g.tier.startMarked {
+		return false
+	}
+	start := m.Start()
+	j := &tierJob{mark: true, start: start}
+	body := []byte(strconv.FormatInt(start, 10))
+	store, key := c.cfg.ObjectStore, tier.StartKey(c.tierPrefix(g), start)
+	run := func() error { return store.Put(context.Background(), key, bytes.NewReader(body), int64(len(body))) }
+	g.tier.job = c.queueJob(syncJob{g: g, run: run, tier: j, untimed: true})
+	return true
 }
 
 // startTierRestore reads g's remote log from the bucket, off the loop.
@@ -149,13 +177,16 @@ func readRemoteLog(ctx context.Context, store objstore.Store, prefix string) (ti
 		return tier.Manifest{}, err
 	}
 	var segs []tier.Segment
+	var starts []int64
 	for _, o := range objs {
 		if seg, ok := tier.ParseSegmentKey(prefix, o.Key); ok {
 			seg.Bytes = o.Size
 			segs = append(segs, seg)
+		} else if start, ok := tier.ParseStartKey(prefix, o.Key); ok {
+			starts = append(starts, start)
 		}
 	}
-	chain := tier.Chain(segs)
+	chain, start := tier.RemoteLog(segs, starts)
 	for i := range chain {
 		seg := &chain[i]
 		key := tier.SegmentKey(prefix, *seg)
@@ -175,10 +206,6 @@ func readRemoteLog(ctx context.Context, store objstore.Store, prefix string) (ti
 			seg.MaxTimeMs = max(seg.MaxTimeMs, bt.MaxTimeMs)
 		}
 	}
-	start := int64(0)
-	if len(chain) > 0 {
-		start = chain[0].Base
-	}
 	return tier.Restore(chain, start)
 }
 
@@ -186,6 +213,9 @@ func readRemoteLog(ctx context.Context, store objstore.Store, prefix string) (ti
 func (c *Core) finishTierRecoverJob(g *group, j *tierJob, err error) {
 	if err != nil {
 		what := "topic descriptor upload"
+		if j.mark {
+			what = fmt.Sprintf("log start marker %d upload", j.start)
+		}
 		if j.restore {
 			what = "restore from the bucket"
 			// An operator waits on it (topic recover): say why, not only at debug level.
@@ -196,7 +226,14 @@ func (c *Core) finishTierRecoverJob(g *group, j *tierJob, err error) {
 	}
 	g.tier.backoff = 0
 	if j.describe {
-		g.tier.described = true
+		g.tier.descriptor = j.object
+		return
+	}
+	if j.mark {
+		if prev := g.tier.startMarked; prev > 0 && prev < j.start {
+			g.tier.deletes = append(g.tier.deletes, tier.StartKey(c.tierPrefix(g), prev))
+		}
+		g.tier.startMarked = max(g.tier.startMarked, j.start)
 		return
 	}
 	if _, _, leading := g.leadership(); !leading || !c.tierRecovering(g) {

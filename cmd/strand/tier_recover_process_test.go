@@ -16,12 +16,15 @@ import (
 )
 
 // TestTopicRecoverFromBucket: three real nodes tier a topic to a shared
-// directory store past its local retention; once part of it is remote,
+// directory store past its local retention; once part of it is remote, a
+// delete-records moves its log start inside its second object (the first
+// object goes, the second stays) and an alter sets its retention.ms; then
 // all three stop and their data directories are wiped (the store kept).
 // A fresh cluster on the same store refuses to recover a name the bucket
 // lacks, then `strand topic recover` rebuilds the topic: it prints the
-// offsets recovered, every record that was remote reads back from offset
-// 0 with its offset and value, the log continues at the remote end, and a
+// offsets recovered, from the deleted records' end, every record that was
+// remote above it reads back with its offset and value, the topic has
+// the altered retention, the log continues at the remote end, and a
 // second recover of the name is refused (the topic exists).
 func TestTopicRecoverFromBucket(t *testing.T) {
 	tierDir, c, env := startTieredCluster(t)
@@ -41,8 +44,13 @@ func TestTopicRecoverFromBucket(t *testing.T) {
 		remoteEnd = end
 		return err
 	})
-	waitFor(t, "the descriptor in the bucket", 30*time.Second, func() error {
-		_, err := os.Stat(filepath.Join(tierDir, "names", "tiered"))
+	logStart := deleteInSecondObject(t, env, tierDir)
+	runCLI(t, env, "", "topic", "alter", "tiered", "-c", "retention.ms=2592000000")
+	waitFor(t, "the altered descriptor in the bucket", 30*time.Second, func() error {
+		b, err := os.ReadFile(filepath.Join(tierDir, "names", "tiered"))
+		if err == nil && !strings.Contains(string(b), `["retention.ms","2592000000"]`) {
+			err = fmt.Errorf("descriptor without the altered retention.ms: %s", b)
+		}
 		return err
 	})
 	wipeAndRestart(t, c)
@@ -55,22 +63,30 @@ func TestTopicRecoverFromBucket(t *testing.T) {
 	}
 	out := runCLI(t, env, "", "topic", "recover", "tiered", "--from-bucket")
 	t.Logf("strand topic recover tiered --from-bucket:\n%s", out)
-	m := regexp.MustCompile(`(?m)^partition 0: recovered offsets 0 to (\d+) \((\d+) offsets, `).FindStringSubmatch(out)
+	m := regexp.MustCompile(`(?m)^partition 0: recovered offsets (\d+) to (\d+) \((\d+) offsets, `).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("recover does not print partition 0's recovered offsets:\n%s", out)
 	}
-	last, _ := strconv.ParseInt(m[1], 10, 64)
+	first, _ := strconv.ParseInt(m[1], 10, 64)
+	last, _ := strconv.ParseInt(m[2], 10, 64)
+	if first != logStart {
+		t.Fatalf("recovered offsets from %d; delete-records had moved the log start to %d", first, logStart)
+	}
 	if last+1 < remoteEnd || last >= n {
-		t.Fatalf("recovered offsets 0 to %d; %d were remote before the wipe, %d produced", last, remoteEnd, n)
+		t.Fatalf("recovered offsets to %d; %d were remote before the wipe, %d produced", last, remoteEnd, n)
 	}
 	got := strings.Split(strings.TrimSpace(runCLI(t, env, "", "consume", "tiered", "-o", "beginning", "-e", "-f", `%o %s\n`)), "\n")
-	if int64(len(got)) != last+1 {
-		t.Fatalf("read back %d records from offset 0, recovered %d", len(got), last+1)
+	if int64(len(got)) != last+1-logStart {
+		t.Fatalf("read back %d records from the beginning, recovered [%d, %d]", len(got), logStart, last)
 	}
 	for i, line := range got {
-		if want := fmt.Sprintf("%d %s", i, value(int64(i))); line != want {
-			t.Fatalf("record %d: %q, want %q", i, line, want)
+		o := logStart + int64(i)
+		if want := fmt.Sprintf("%d %s", o, value(o)); line != want {
+			t.Fatalf("record %d: %q, want %q", o, line, want)
 		}
+	}
+	if desc := runCLI(t, env, "", "topic", "describe", "tiered"); !strings.Contains(desc, "config retention.ms=2592000000") {
+		t.Fatalf("the recovered topic does not have the altered retention.ms:\n%s", desc)
 	}
 	runCLI(t, env, "after-recovery\n", "produce", "tiered", "-p", "0")
 	tail := runCLI(t, env, "", "consume", "tiered", "-o", strconv.FormatInt(last+1, 10), "-e", "-f", `%o %s\n`)
@@ -149,4 +165,37 @@ func wipeAndRestart(t *testing.T, c *testCluster) {
 		c.start(i)
 	}
 	waitFor(t, "the fresh cluster", 60*time.Second, func() error { return clusterReady(c.addrs, len(c.procs)) })
+}
+
+// deleteInSecondObject moves the log start of the read-back topic inside
+// its second uploaded object with delete-records, waits for its log start
+// marker in the store, and answers the new log start.
+func deleteInSecondObject(t *testing.T, env []string, tierDir string) int64 {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(tierDir, "topics", "*", "0"))
+	if len(dirs) != 1 {
+		t.Fatalf("%d partition 0 prefixes in the store, want 1", len(dirs))
+	}
+	prefix, _ := filepath.Rel(tierDir, dirs[0])
+	entries, err := os.ReadDir(dirs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var segs []tier.Segment
+	for _, e := range entries {
+		if seg, ok := tier.ParseSegmentKey(prefix, prefix+"/"+e.Name()); ok {
+			segs = append(segs, seg)
+		}
+	}
+	chain := tier.Chain(segs)
+	if len(chain) < 2 || chain[0].Base != 0 || chain[1].End-chain[1].Base < 2 {
+		t.Fatalf("objects in the store %v, want two from 0, the second of 2 offsets or more", chain)
+	}
+	start := chain[1].Base + 1
+	runCLI(t, env, "", "topic", "delete-records", "tiered", "-p", "0", "--before", strconv.FormatInt(start, 10))
+	waitFor(t, "the log start marker in the store", 30*time.Second, func() error {
+		_, err := os.Stat(filepath.Join(tierDir, tier.StartKey(prefix, start)))
+		return err
+	})
+	return start
 }
