@@ -180,6 +180,15 @@ func (c *Core) tierCheck(g *group) {
 	if g.tier.job != 0 || c.ticks < g.tier.retryAt {
 		return
 	}
+	// A trim's log start marker goes to the bucket before the trim's
+	// objects leave it (engine/tier's "Recovery"): a recovery never
+	// starts below a start whose objects are gone.
+	if g.part.Tier().Start() > g.tier.startMarked {
+		if g.tier.appliedTerm == term {
+			c.startTierMark(g) // tier_recover.go
+		}
+		return
+	}
 	if len(g.tier.deletes) > 0 {
 		c.startTierDelete(g)
 		return

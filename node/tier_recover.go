@@ -20,13 +20,17 @@ import (
 //   - The bucket names its topics: the leader of each partition of a
 //     tiered topic Puts the topic's descriptor (tier.DescriptorKey: name,
 //     the UUID its objects are under, partitions, replication factor,
-//     configs) before its first upload as leader, so a cluster with no
-//     local state finds a topic by name. Objects are under the topic's
+//     configs) before its first upload as leader and whenever the topic
+//     changed since (topic alter), so a cluster with no local state finds
+//     a topic by name, as it was last. The leader also Puts a log start
+//     marker (tier.StartKey) at each remote log start it applies, before
+//     any deletion (tierCheck), so a recovery starts where the partition
+//     did (retention, delete-records). Objects are under the topic's
 //     UUID (unique across clusters: a new cluster's topic never shares a
 //     prefix with a lost one's), or under strand.remote.recovery.from's.
 //   - A recovered topic is created with strand.remote.recovery.from set.
 //     The leader of each of its partitions, while the partition is empty,
-//     lists the partition's objects, takes the remote log tier.Chain
+//     lists the partition's objects, takes the remote log tier.RemoteLog
 //     names, reads each object whole (decoding it: a damaged object fails
 //     the recovery, retried, rather than serving wrong bytes; its CRC and
 //     newest timestamp come from the read), and proposes TIER_RESTORE.
@@ -79,10 +83,10 @@ func (c *Core) tierRecovering(g *group) bool {
 }
 
 // tierRecoverCheck is tierCheck's first step on a leader that applied an
-// entry of its term: the restore of a recovered partition, then what
-// recovery finds in the bucket, kept current: the topic's descriptor and
-// the partition's log start marker. It reports whether tier work started
-// or must wait.
+// entry of its term: the restore of a recovered partition, then the
+// topic's descriptor, kept current (the partition's log start marker is
+// tierCheck's first step, before deletions). It reports whether tier work
+// started or must wait.
 func (c *Core) tierRecoverCheck(g *group) bool {
 	if c.tierRecovering(g) {
 		if g.part.HighWatermark() != 0 {
@@ -99,7 +103,7 @@ func (c *Core) tierRecoverCheck(g *group) bool {
 		c.startTierRestore(g)
 		return true
 	}
-	return c.startTierDescribe(g) || c.startTierMark(g)
+	return c.startTierDescribe(g)
 }
 
 // startTierDescribe Puts g's topic descriptor when it differs from the
@@ -136,24 +140,19 @@ func (c *Core) startTierDescribe(g *group) bool {
 	return true
 }
 
-// startTierMark Puts the log start marker of g's remote log start when
-// that moved above the last marker this leader wrote (a retention or
-// delete-records TRIM applied; its first check as leader), and reports
-// whether it started the job. Without it a recovery would start at the
-// first object left in the bucket: a trim whose objects were not deleted
-// yet, or that cut inside an object, would be undone.
-func (c *Core) startTierMark(g *group) bool {
-	m := g.part.Tier()
-	if !m.Active() || m.Start() <= g.tier.startMarked {
-		return false
-	}
-	start := m.Start()
+// startTierMark Puts the log start marker of g's remote log start, which
+// moved above the last marker this leader wrote (a retention or
+// delete-records TRIM applied; its first check as leader). Without it a
+// recovery would start at the first object left in the bucket: a trim
+// whose objects were not deleted yet, or that cut inside an object, would
+// be undone.
+func (c *Core) startTierMark(g *group) {
+	start := g.part.Tier().Start()
 	j := &tierJob{mark: true, start: start}
 	body := []byte(strconv.FormatInt(start, 10))
 	store, key := c.cfg.ObjectStore, tier.StartKey(c.tierPrefix(g), start)
 	run := func() error { return store.Put(context.Background(), key, bytes.NewReader(body), int64(len(body))) }
 	g.tier.job = c.queueJob(syncJob{g: g, run: run, tier: j, untimed: true})
-	return true
 }
 
 // startTierRestore reads g's remote log from the bucket, off the loop.
@@ -169,8 +168,9 @@ func (c *Core) startTierRestore(g *group) {
 }
 
 // readRemoteLog answers the remote log of the partition whose objects are
-// under prefix: tier.Chain of its listing, each object read whole and
-// decoded; an empty manifest from 0 when it has none.
+// under prefix: tier.RemoteLog of its listing (its objects and log start
+// markers), each object read whole and decoded; an empty manifest from
+// the highest marker (or 0) when it has no object above it.
 func readRemoteLog(ctx context.Context, store objstore.Store, prefix string) (tier.Manifest, error) {
 	objs, err := store.List(ctx, prefix+"/")
 	if err != nil {
