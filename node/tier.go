@@ -183,7 +183,7 @@ func (c *Core) tierCheck(g *group) {
 	// A trim's log start marker goes to the bucket before the trim's
 	// objects leave it (engine/tier's "Recovery"): a recovery never
 	// starts below a start whose objects are gone.
-	if g.part.Tier().Start() > g.tier.startMarked {
+	if g.part.TierStart() > g.tier.startMarked {
 		if g.tier.appliedTerm == term {
 			c.startTierMark(g) // tier_recover.go
 		}

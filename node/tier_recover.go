@@ -147,7 +147,7 @@ func (c *Core) startTierDescribe(g *group) bool {
 // whose objects were not deleted yet, or that cut inside an object, would
 // be undone.
 func (c *Core) startTierMark(g *group) {
-	start := g.part.Tier().Start()
+	start := g.part.TierStart()
 	j := &tierJob{mark: true, start: start}
 	body := []byte(strconv.FormatInt(start, 10))
 	store, key := c.cfg.ObjectStore, tier.StartKey(c.tierPrefix(g), start)
