@@ -199,3 +199,39 @@ func deleteInSecondObject(t *testing.T, env []string, tierDir string) int64 {
 	})
 	return start
 }
+
+// TestTopicRecoverOtherStore: `topic recover` named a bucket holding the
+// topic's objects while the nodes tier to another, empty one: the nodes
+// restore nothing, and the command says so (each partition's offsets in
+// both), names the likely cause and what to do, instead of reporting an
+// empty topic as recovered.
+func TestTopicRecoverOtherStore(t *testing.T) {
+	bucket := t.TempDir()
+	const id = "0123abcd-4567-89ef-8123-456789abcdef"
+	b, err := tier.EncodeDescriptor(tier.Descriptor{Name: "lost", ID: id, Partitions: 1, ReplicationFactor: 1,
+		Configs: [][2]string{{"remote.storage.enable", "true"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := tier.PartitionPrefix(id, 0)
+	for key, body := range map[string][]byte{
+		tier.DescriptorKey("lost"):                                       b,
+		tier.SegmentKey(prefix, tier.Segment{Base: 0, End: 10, Term: 1}): []byte("not read: the nodes tier elsewhere"),
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(bucket, key)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(bucket, key), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("STRAND_TIER_DIR", t.TempDir())
+	t.Setenv("STRAND_TIERED_STORAGE_UNFINISHED", "true")
+	c := startCluster(t, 1)
+	env := []string{"STRAND_BROKERS=" + strings.Join(c.addrs, ",")}
+	_, errOut, err := runCLIResult(t, env, "", "topic", "recover", "lost", "--from-bucket", "--tier-dir", bucket)
+	if err == nil || !strings.Contains(errOut, "partition 0: the cluster restored offsets [0, 0), the bucket given here holds [0, 10)") ||
+		!strings.Contains(errOut, "is not the one named here") {
+		t.Fatalf("recover from a bucket the nodes do not tier to: %v\n%s", err, errOut)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -95,5 +96,37 @@ func TestTopicRecoverFromS3(t *testing.T) {
 		if want := fmt.Sprintf("%d %s", i, value(int64(i))); line != want {
 			t.Fatalf("record %d: %q, want %q", i, line, want)
 		}
+	}
+}
+
+// TestTopicRecoverBadBucket: `topic recover` given a bucket it cannot use
+// (a wrong secret, an endpoint nobody answers, a bucket that does not
+// exist, a directory that does not exist) fails saying what to check and
+// that nothing was changed, and creates no topic.
+func TestTopicRecoverBadBucket(t *testing.T) {
+	srv, bucket := s3Bucket(t)
+	c := startCluster(t, 1)
+	env := []string{"STRAND_BROKERS=" + strings.Join(c.addrs, ",")}
+	s3 := func(endpoint, bucket, secret string) []string {
+		return []string{"--s3-endpoint", endpoint, "--s3-bucket", bucket, "--s3-region", s3test.Region,
+			"--s3-access-key", srv.AccessKey, "--s3-secret-key", secret, "--s3-path-style"}
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"wrong secret", s3(srv.Endpoint, bucket, "wrong-"+srv.SecretKey), "check the access key and secret"},
+		{"unreachable", s3("http://127.0.0.1:1", bucket, srv.SecretKey), "is http://127.0.0.1:1 the S3 endpoint, and is it up?"},
+		{"no bucket", s3(srv.Endpoint, "strand-no-such-bucket", srv.SecretKey), `bucket "strand-no-such-bucket" does not exist`},
+		{"no directory", []string{"--tier-dir", filepath.Join(t.TempDir(), "missing")}, "--tier-dir"},
+	} {
+		_, errOut, err := runCLIResult(t, env, "", append([]string{"topic", "recover", "lost", "--from-bucket"}, tc.args...)...)
+		if err == nil || !strings.Contains(errOut, tc.want) || !strings.Contains(errOut, "nothing was changed") {
+			t.Errorf("%s: %v\n%s\nwant an error saying %q and that nothing was changed", tc.name, err, errOut, tc.want)
+		}
+	}
+	if out := runCLI(t, env, "", "topic", "list"); strings.Contains(out, "lost") {
+		t.Fatalf("a refused recover created the topic:\n%s", out)
 	}
 }
