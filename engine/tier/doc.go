@@ -162,7 +162,10 @@
 // are built (node/tier.go, node/tier_read.go, simnet/tier.go) behind
 // node.Config.TieredStorageUnfinished: without it remote.storage.enable=true is refused, since
 // step 6 is not. Recovery from the bucket is built (session 16, above; node/tier_recover.go,
-// cmd/strand's TestTopicRecoverFromBucket); the simulator does not run it.
+// cmd/strand's TestTopicRecoverFromBucket; session 17: log start markers, the descriptor kept
+// current, the command's checks of its input and of what the nodes restored, and
+// TestTopicRecoverFromS3 against the real S3 server); the simulator runs no recovery (its
+// leaders write descriptors and markers; nothing there reads them back).
 //
 //  1. BUILT: topic settings remote.storage.enable, local.retention.ms, local.retention.bytes
 //     (KIP-405's names and defaults: false, -2, -2; engine/metadata; refused: a local retention
