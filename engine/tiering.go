@@ -35,6 +35,11 @@ func (p *Partition) TierNext() int64 {
 	return p.tier.Next()
 }
 
+// TierStart is the remote log start (tier.Manifest's Start; 0 while
+// inactive), without copying the manifest: the leader's log start marker
+// follows it (node/tier.go).
+func (p *Partition) TierStart() int64 { return p.tier.Start() }
+
 // EncodeTierAddEntry appends the Data of a TIER_ADD entry to dst: the
 // leader uploaded seg.
 func EncodeTierAddEntry(dst []byte, appendTimeMs int64, proposalID uint64, seg tier.Segment) []byte {

@@ -100,11 +100,16 @@ type tierState struct {
 	appliedTerm uint64
 	// counts are the replica's figures (tier_view.go).
 	counts tierCounts
-	// Recovery (tier_recover.go): described once this replica, as
-	// leader, wrote its topic's descriptor; restoring while its
-	// TIER_RESTORE waits to apply (until addDeadline); restoreRefused
-	// once it logged that a recovered partition took records first.
-	described, restoring, restoreRefused bool
+	// Recovery (tier_recover.go): descriptor is the topic descriptor
+	// this replica, as leader, last wrote (rewritten when the topic
+	// changes: topic alter); descriptorBad once it logged that none can
+	// be written; startMarked the remote log start of the last log start
+	// marker it wrote (0: none); restoring while its TIER_RESTORE waits to
+	// apply (until addDeadline); restoreRefused once it logged that a
+	// recovered partition took records first.
+	descriptor                               []byte
+	startMarked                              int64
+	descriptorBad, restoring, restoreRefused bool
 }
 
 // tierJob is a tier job in flight: an upload (read, seg, object), a
@@ -126,9 +131,12 @@ type tierJob struct {
 	manifest tier.Manifest
 	term     uint64
 	found    []string
-	// describe: a descriptor Put; restore: a read of the remote log into
+	// describe: a descriptor Put (object, its bytes); mark: a log start
+	// marker's Put (start); restore: a read of the remote log into
 	// manifest (tier_recover.go).
-	describe, restore bool
+	describe, mark, restore bool
+	object                  []byte
+	start                   int64
 }
 
 // gateTiering refuses remote.storage.enable=true when this node has no
@@ -165,10 +173,20 @@ func (c *Core) tierCheck(g *group) {
 	}
 	_, term, leading := g.leadership()
 	if !leading {
-		g.tier.adding, g.tier.deletes = nil, nil // the next leader's (its sweep finds what is left)
+		g.tier.adding, g.tier.deletes = nil, nil       // the next leader's (its sweep finds what is left)
+		g.tier.descriptor, g.tier.startMarked = nil, 0 // written again if it leads again
 		return
 	}
 	if g.tier.job != 0 || c.ticks < g.tier.retryAt {
+		return
+	}
+	// A trim's log start marker goes to the bucket before the trim's
+	// objects leave it (engine/tier's "Recovery"): a recovery never
+	// starts below a start whose objects are gone.
+	if g.part.TierStart() > g.tier.startMarked {
+		if g.tier.appliedTerm == term {
+			c.startTierMark(g) // tier_recover.go
+		}
 		return
 	}
 	if len(g.tier.deletes) > 0 {
@@ -351,6 +369,11 @@ func (c *Core) startTierSweep(g *group, term uint64) {
 			if seg, ok := tier.ParseSegmentKey(prefix, o.Key); ok && j.manifest.Orphan(seg, j.term) {
 				j.found = append(j.found, o.Key)
 			}
+			// A log start marker below the start: the leader wrote the
+			// start's own before it swept (tierRecoverCheck).
+			if start, ok := tier.ParseStartKey(prefix, o.Key); ok && start < j.manifest.Start() {
+				j.found = append(j.found, o.Key)
+			}
 		}
 		return nil
 	}
@@ -365,7 +388,7 @@ func (c *Core) finishTierJob(token uint64, job syncJob, err error) {
 	}
 	g.tier.job = 0
 	switch {
-	case j.describe || j.restore:
+	case j.describe || j.mark || j.restore:
 		c.finishTierRecoverJob(g, j, err)
 		return
 	case j.sweep:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 
 	"github.com/strandlog/strand/engine"
 	"github.com/strandlog/strand/engine/metadata"
@@ -19,13 +20,17 @@ import (
 //   - The bucket names its topics: the leader of each partition of a
 //     tiered topic Puts the topic's descriptor (tier.DescriptorKey: name,
 //     the UUID its objects are under, partitions, replication factor,
-//     configs) before its first upload as leader, so a cluster with no
-//     local state finds a topic by name. Objects are under the topic's
+//     configs) before its first upload as leader and whenever the topic
+//     changed since (topic alter), so a cluster with no local state finds
+//     a topic by name, as it was last. The leader also Puts a log start
+//     marker (tier.StartKey) at each remote log start it applies, before
+//     any deletion (tierCheck), so a recovery starts where the partition
+//     did (retention, delete-records). Objects are under the topic's
 //     UUID (unique across clusters: a new cluster's topic never shares a
 //     prefix with a lost one's), or under strand.remote.recovery.from's.
 //   - A recovered topic is created with strand.remote.recovery.from set.
 //     The leader of each of its partitions, while the partition is empty,
-//     lists the partition's objects, takes the remote log tier.Chain
+//     lists the partition's objects, takes the remote log tier.RemoteLog
 //     names, reads each object whole (decoding it: a damaged object fails
 //     the recovery, retried, rather than serving wrong bytes; its CRC and
 //     newest timestamp come from the read), and proposes TIER_RESTORE.
@@ -79,7 +84,9 @@ func (c *Core) tierRecovering(g *group) bool {
 
 // tierRecoverCheck is tierCheck's first step on a leader that applied an
 // entry of its term: the restore of a recovered partition, then the
-// topic's descriptor. It reports whether tier work started or must wait.
+// topic's descriptor, kept current (the partition's log start marker is
+// tierCheck's first step, before deletions). It reports whether tier work
+// started or must wait.
 func (c *Core) tierRecoverCheck(g *group) bool {
 	if c.tierRecovering(g) {
 		if g.part.HighWatermark() != 0 {
@@ -96,19 +103,20 @@ func (c *Core) tierRecoverCheck(g *group) bool {
 		c.startTierRestore(g)
 		return true
 	}
-	if !g.tier.described && c.meta != nil {
-		c.startTierDescribe(g)
-		return true
-	}
-	return false
+	return c.startTierDescribe(g)
 }
 
-// startTierDescribe Puts g's topic descriptor.
-func (c *Core) startTierDescribe(g *group) {
+// startTierDescribe Puts g's topic descriptor when it differs from the
+// one this leader last wrote (its first check as leader, before any
+// upload; then after each topic alter or partition addition), and
+// reports whether it started the job.
+func (c *Core) startTierDescribe(g *group) bool {
+	if c.meta == nil || g.tier.descriptorBad {
+		return false
+	}
 	t, ok := c.meta.meta.Topic(g.tp.Topic)
 	if !ok || t.ID != g.topicID {
-		g.tier.described = true // deleted: the replica stops (and must not hold its uploads meanwhile)
-		return
+		return false // deleted: the replica stops
 	}
 	d := tier.Descriptor{Name: t.Name, ID: c.tierRemoteID(g), Partitions: int32(len(t.Replicas)), ReplicationFactor: t.ReplicationFactor}
 	for _, e := range t.Config.Entries() {
@@ -118,13 +126,32 @@ func (c *Core) startTierDescribe(g *group) {
 	}
 	obj, err := tier.EncodeDescriptor(d)
 	if err != nil {
-		g.tier.described = true // nothing a retry mends; the topic is found by no recovery
+		g.tier.descriptorBad = true // nothing a retry mends; the topic is found by no recovery
 		g.logs.log(slog.LevelError, "tier: topic descriptor not written", slog.Any("err", err))
-		return
+		return false
 	}
-	j := &tierJob{describe: true}
+	if bytes.Equal(obj, g.tier.descriptor) {
+		return false
+	}
+	j := &tierJob{describe: true, object: obj}
 	store, key := c.cfg.ObjectStore, tier.DescriptorKey(t.Name)
 	run := func() error { return store.Put(context.Background(), key, bytes.NewReader(obj), int64(len(obj))) }
+	g.tier.job = c.queueJob(syncJob{g: g, run: run, tier: j, untimed: true})
+	return true
+}
+
+// startTierMark Puts the log start marker of g's remote log start, which
+// moved above the last marker this leader wrote (a retention or
+// delete-records TRIM applied; its first check as leader). Without it a
+// recovery would start at the first object left in the bucket: a trim
+// whose objects were not deleted yet, or that cut inside an object, would
+// be undone.
+func (c *Core) startTierMark(g *group) {
+	start := g.part.TierStart()
+	j := &tierJob{mark: true, start: start}
+	body := []byte(strconv.FormatInt(start, 10))
+	store, key := c.cfg.ObjectStore, tier.StartKey(c.tierPrefix(g), start)
+	run := func() error { return store.Put(context.Background(), key, bytes.NewReader(body), int64(len(body))) }
 	g.tier.job = c.queueJob(syncJob{g: g, run: run, tier: j, untimed: true})
 }
 
@@ -141,21 +168,25 @@ func (c *Core) startTierRestore(g *group) {
 }
 
 // readRemoteLog answers the remote log of the partition whose objects are
-// under prefix: tier.Chain of its listing, each object read whole and
-// decoded; an empty manifest from 0 when it has none.
+// under prefix: tier.RemoteLog of its listing (its objects and log start
+// markers), each object read whole and decoded; an empty manifest from
+// the highest marker (or 0) when it has no object above it.
 func readRemoteLog(ctx context.Context, store objstore.Store, prefix string) (tier.Manifest, error) {
 	objs, err := store.List(ctx, prefix+"/")
 	if err != nil {
 		return tier.Manifest{}, err
 	}
 	var segs []tier.Segment
+	var starts []int64
 	for _, o := range objs {
 		if seg, ok := tier.ParseSegmentKey(prefix, o.Key); ok {
 			seg.Bytes = o.Size
 			segs = append(segs, seg)
+		} else if start, ok := tier.ParseStartKey(prefix, o.Key); ok {
+			starts = append(starts, start)
 		}
 	}
-	chain := tier.Chain(segs)
+	chain, start := tier.RemoteLog(segs, starts)
 	for i := range chain {
 		seg := &chain[i]
 		key := tier.SegmentKey(prefix, *seg)
@@ -175,10 +206,6 @@ func readRemoteLog(ctx context.Context, store objstore.Store, prefix string) (ti
 			seg.MaxTimeMs = max(seg.MaxTimeMs, bt.MaxTimeMs)
 		}
 	}
-	start := int64(0)
-	if len(chain) > 0 {
-		start = chain[0].Base
-	}
 	return tier.Restore(chain, start)
 }
 
@@ -186,6 +213,9 @@ func readRemoteLog(ctx context.Context, store objstore.Store, prefix string) (ti
 func (c *Core) finishTierRecoverJob(g *group, j *tierJob, err error) {
 	if err != nil {
 		what := "topic descriptor upload"
+		if j.mark {
+			what = fmt.Sprintf("log start marker %d upload", j.start)
+		}
 		if j.restore {
 			what = "restore from the bucket"
 			// An operator waits on it (topic recover): say why, not only at debug level.
@@ -196,7 +226,14 @@ func (c *Core) finishTierRecoverJob(g *group, j *tierJob, err error) {
 	}
 	g.tier.backoff = 0
 	if j.describe {
-		g.tier.described = true
+		g.tier.descriptor = j.object
+		return
+	}
+	if j.mark {
+		if prev := g.tier.startMarked; prev > 0 && prev < j.start {
+			g.tier.deletes = append(g.tier.deletes, tier.StartKey(c.tierPrefix(g), prev))
+		}
+		g.tier.startMarked = max(g.tier.startMarked, j.start)
 		return
 	}
 	if _, _, leading := g.leadership(); !leading || !c.tierRecovering(g) {

@@ -60,6 +60,7 @@ func TestMain(m *testing.M) {
 		os.Setenv("TMPDIR", dir)
 	}
 	code := m.Run()
+	stopS3Server()
 	if binaryDir != "" {
 		os.RemoveAll(binaryDir)
 	}

@@ -66,14 +66,24 @@ func TestTieredTopicReadBackFromZero(t *testing.T) {
 func startTieredCluster(t *testing.T) (string, *testCluster, []string) {
 	t.Helper()
 	tierDir := t.TempDir()
-	t.Setenv("STRAND_TIER_DIR", tierDir)
+	c, env := startTieredClusterOn(t, map[string]string{"STRAND_TIER_DIR": tierDir})
+	return tierDir, c, env
+}
+
+// startTieredClusterOn is startTieredCluster on the object store that
+// store, serve's flags as environment variables, names.
+func startTieredClusterOn(t *testing.T, store map[string]string) (*testCluster, []string) {
+	t.Helper()
+	for k, v := range store {
+		t.Setenv(k, v)
+	}
 	t.Setenv("STRAND_TIERED_STORAGE_UNFINISHED", "true")
 	c := startCluster(t, 3)
 	env := []string{"STRAND_BROKERS=" + strings.Join(c.addrs, ",")}
 	runCLI(t, env, "", "topic", "create", "tiered", "--partitions", "1", "--replication-factor", "3",
 		"-c", "remote.storage.enable=true", "-c", "segment.bytes=4096", "-c", "local.retention.bytes=4096", "-c", "retention.ms=-1")
 	waitFor(t, "topic", 30*time.Second, func() error { return topicReady(c.addrs, "tiered", 1) })
-	return tierDir, c, env
+	return c, env
 }
 
 // checkTierVisible shows both tiers of the read-back topic: describe

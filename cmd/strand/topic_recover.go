@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -22,7 +23,11 @@ import (
 // partitions, replication factor, configs), creates the topic with those
 // and strand.remote.recovery.from=<UUID>, and waits until the leader of
 // every partition restored it from the objects under that UUID; then it
-// prints each partition's recovered offsets. The topic keeps its name,
+// checks each partition restored the remote log the bucket it was given
+// holds (the nodes read their own store: a different one restores
+// nothing, which the command reports as an error, not as an empty
+// recovery) and prints each partition's recovered offsets. A store that
+// does not open fails before anything is created. The topic keeps its name,
 // partition count, configuration and every uploaded record at its offset;
 // it gets a new topic id and UUID (its objects stay under the old UUID).
 // Records acknowledged but not yet uploaded are lost: the bucket never
@@ -49,7 +54,7 @@ func (rf *recoverFlags) register(fs *pflag.FlagSet) {
 func topicRecover(ctx context.Context, c *clientlib.Client, w io.Writer, name string, rf recoverFlags) error {
 	store, err := rf.store.open(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("topic recover %s: the object store did not open, nothing was changed: %w", name, err)
 	}
 	if store == nil {
 		return usageError("topic recover --from-bucket: name the object store the cluster tiers to: --tier-dir DIR, or --s3-endpoint and --s3-bucket (as given to strand serve)")
@@ -70,6 +75,10 @@ func topicRecover(ctx context.Context, c *clientlib.Client, w io.Writer, name st
 	if _, ok := metadata.ParseUUID(d.ID); !ok {
 		return userErr(nil, "topic %s in the bucket is under %q, not a topic UUID (a static topic's objects): it cannot be recovered", name, d.ID)
 	}
+	want, err := bucketLogs(ctx, store, d)
+	if err != nil {
+		return fmt.Errorf("topic recover %s: listing its objects in the bucket, nothing was changed: %w", name, err)
+	}
 	configs := map[string]string{}
 	for _, kv := range d.Configs {
 		configs[kv[0]] = kv[1]
@@ -86,6 +95,21 @@ func topicRecover(ctx context.Context, c *clientlib.Client, w io.Writer, name st
 	if err != nil {
 		return err
 	}
+	var mismatch []string
+	for p := range d.Partitions {
+		t, w := tiers[p], want[p]
+		// Retention may already have moved the start up (old records,
+		// time passed since the loss); the end, and a start below the
+		// bucket's, say the restore read another bucket.
+		if t.RemoteStart < w[0] || t.RemoteEnd != w[1] {
+			mismatch = append(mismatch, fmt.Sprintf("partition %d: the cluster restored offsets [%d, %d), the bucket given here holds [%d, %d)",
+				p, t.RemoteStart, t.RemoteEnd, w[0], w[1]))
+		}
+	}
+	if len(mismatch) > 0 {
+		return fmt.Errorf("topic %s was created, but its nodes did not restore what this bucket holds (%s): the object store strand serve was given (--tier-dir or --s3-*) is not the one named here, or something else writes under topics/%s/. Delete the topic (strand topic delete %s), start the nodes on the store the lost cluster tiered to, and recover again",
+			name, strings.Join(mismatch, "; "), d.ID, name)
+	}
 	for p := range d.Partitions {
 		t := tiers[p]
 		if t.RemoteEnd <= t.RemoteStart {
@@ -97,6 +121,37 @@ func topicRecover(ctx context.Context, c *clientlib.Client, w io.Writer, name st
 	}
 	fmt.Fprintln(w, "records acknowledged but not uploaded before the topic was lost are not recovered")
 	return nil
+}
+
+// bucketLogs answers, per partition of the topic d describes, the remote
+// log [start, end) its leader will restore from the bucket
+// (tier.RemoteLog of the partition's listing, as node/tier_recover.go
+// takes it), to check the cluster restored from the same bucket.
+func bucketLogs(ctx context.Context, store objstore.Store, d tier.Descriptor) (map[int32][2]int64, error) {
+	out := make(map[int32][2]int64, d.Partitions)
+	for p := range d.Partitions {
+		prefix := tier.PartitionPrefix(d.ID, p)
+		objs, err := store.List(ctx, prefix+"/")
+		if err != nil {
+			return nil, err
+		}
+		var segs []tier.Segment
+		var starts []int64
+		for _, o := range objs {
+			if seg, ok := tier.ParseSegmentKey(prefix, o.Key); ok {
+				segs = append(segs, seg)
+			} else if start, ok := tier.ParseStartKey(prefix, o.Key); ok {
+				starts = append(starts, start)
+			}
+		}
+		chain, start := tier.RemoteLog(segs, starts)
+		end := start
+		if len(chain) > 0 {
+			end = chain[len(chain)-1].End
+		}
+		out[p] = [2]int64{start, end}
+	}
+	return out, nil
 }
 
 // readDescriptor reads topic name's descriptor from the bucket.

@@ -70,39 +70,69 @@
 //
 // # Recovery (`strand topic recover NAME --from-bucket`)
 //
-// The bucket alone says what a lost cluster tiered, with no local state:
+// The bucket alone says what a lost cluster tiered, with no local state.
+// Its layout:
+//
+//	names/<topic name>                          the topic's descriptor (JSON)
+//	topics/<UUID>/<partition>/<base>-<end>-<term>.seg   segment objects
+//	topics/<UUID>/<partition>/<start:20>.start          log start markers
+//
+// What each holds, and who writes it:
 //
 //   - names/<topic name>: the topic's Descriptor (JSON: version, name, the
 //     UUID its objects are under, partitions, replication factor, configs),
 //     Put by the leader of each partition before its first upload as leader
-//     (node/tier_recover.go), replaced by each (the newest incarnation of a
-//     name wins; a deleted topic's descriptor and objects stay, so it can
-//     be recovered until someone empties its prefix). DecodeDescriptor is
-//     fuzzed (FuzzDecodeDescriptor).
+//     and again whenever the descriptor it would write differs from the one
+//     it last wrote (a topic alter, an add-partitions), so a recovered topic
+//     has the configs the lost one had last (node/tier_recover.go). Each
+//     leader replaces it (the newest incarnation of a name wins; a deleted
+//     topic's descriptor and objects stay, so it can be recovered until
+//     someone empties its prefix). A leader whose metadata lags may write
+//     an older descriptor over a newer one; it writes the newer one once it
+//     applies the change. DecodeDescriptor is fuzzed (FuzzDecodeDescriptor).
 //   - The partition's objects, whose keys name their offsets and term:
 //     Chain picks the remote log from a listing with no manifest object,
 //     the run of contiguous objects ending at the highest offset (any
 //     object holds committed records at their own offsets, so stale and
 //     never-added uploads serve as well; a gap cuts the run there).
+//   - Log start markers (StartKey): the replicated remote log start
+//     (Manifest.Start, moved by retention and delete-records TRIMs) as of
+//     a commit. The leader, once it applied an entry of its term, Puts the
+//     marker of its manifest's start whenever that is above the last
+//     marker it wrote (so once per leadership, and after each trim that
+//     moved the start), before any deletion, upload or sweep (a trim's
+//     marker is in the bucket before the trim's objects leave it), then
+//     deletes the previous one; its orphan sweep deletes any marker below
+//     the start.
+//     A marker per start, not one object rewritten: markers are only added
+//     at a higher start, so a deposed leader's late Put can never replace
+//     a newer start with an older one (the highest marker listed wins),
+//     and a Put that failed after storing leaves a marker that is true.
+//     Not in the descriptor: one object per topic that every partition's
+//     leader would rewrite races between partitions. RemoteLog answers the
+//     log to restore: Chain's, less the objects wholly below the highest
+//     marker, from that marker or from the first object kept, whichever is
+//     higher (objects go only once their trim's marker is in: an object
+//     missing above the marker is a gap, Chain's cut).
 //
 // The command reads the descriptor and creates the topic with its name,
 // partitions, replication factor and configs plus
 // strand.remote.recovery.from=<UUID>: a new topic id and UUID, whose
 // partitions read and keep uploading under the old UUID's prefix. The
 // leader of each empty partition of such a topic lists its prefix, reads
-// every object of the Chain whole (decoded and checked against its key;
+// every object RemoteLog keeps, whole (decoded and checked against its key;
 // its CRC and newest timestamp come from that read), and proposes
 // TIER_RESTORE carrying the manifest (engine: an empty partition's log
-// then starts at the first object's base and ends at the last one's end,
+// then starts at the manifest's start and ends at the last object's end,
 // every offset remote); produce is refused (retriable) until it applied,
 // so no offset is given twice. Consumers read every record that was
 // remote at its old offset; records acknowledged but not yet uploaded are
 // lost, as are producer ids and transactions (a producer starts a new
-// epoch), consumer group offsets and ACLs. Limits: the recovered log start
-// is the first object's base (a delete-records or retention trim whose
-// objects were not yet deleted from the bucket is undone, until retention
-// trims again); the configs are those of the last descriptor written
-// (written at a leadership's first upload, not at each alter).
+// epoch), consumer group offsets and ACLs. The recovered log start is the
+// lost partition's last marked remote log start; a trim whose marker was
+// not written before the loss (the leader died between the TRIM's commit
+// and the marker's Put) is undone, as a record acknowledged but not
+// uploaded is lost. Its configs are the last descriptor written.
 //
 // # Object format
 //
@@ -132,7 +162,10 @@
 // are built (node/tier.go, node/tier_read.go, simnet/tier.go) behind
 // node.Config.TieredStorageUnfinished: without it remote.storage.enable=true is refused, since
 // step 6 is not. Recovery from the bucket is built (session 16, above; node/tier_recover.go,
-// cmd/strand's TestTopicRecoverFromBucket); the simulator does not run it.
+// cmd/strand's TestTopicRecoverFromBucket; session 17: log start markers, the descriptor kept
+// current, the command's checks of its input and of what the nodes restored, and
+// TestTopicRecoverFromS3 against the real S3 server); the simulator runs no recovery (its
+// leaders write descriptors and markers; nothing there reads them back).
 //
 //  1. BUILT: topic settings remote.storage.enable, local.retention.ms, local.retention.bytes
 //     (KIP-405's names and defaults: false, -2, -2; engine/metadata; refused: a local retention

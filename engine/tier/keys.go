@@ -43,3 +43,29 @@ func ParseSegmentKey(prefix, key string) (seg Segment, ok bool) {
 	}
 	return seg, true
 }
+
+// startSuffix ends every log start marker's key.
+const startSuffix = ".start"
+
+// StartKey is the key of the marker saying the partition's remote log
+// starts at start (doc.go, "Recovery"): prefix/<start:20>.start. Its key
+// alone says it (the body repeats the offset, for an operator): markers
+// are only ever added at a higher start, so two leaders' writes never
+// race on one key, and the highest marker in a listing is the newest.
+func StartKey(prefix string, start int64) string {
+	return fmt.Sprintf("%s/%020d%s", prefix, start, startSuffix)
+}
+
+// ParseStartKey reads the start back from a key StartKey wrote under
+// prefix; ok is false for any other key.
+func ParseStartKey(prefix, key string) (start int64, ok bool) {
+	name, found := strings.CutPrefix(key, prefix+"/")
+	if !found || len(name) != 20+len(startSuffix) || !strings.HasSuffix(name, startSuffix) {
+		return 0, false
+	}
+	start, err := strconv.ParseInt(name[:20], 10, 64)
+	if err != nil || start < 0 || StartKey(prefix, start) != key {
+		return 0, false
+	}
+	return start, true
+}

@@ -167,3 +167,27 @@ func Chain(segs []Segment) []Segment {
 	}
 	return out
 }
+
+// RemoteLog answers the remote log a recovery restores from a partition's
+// listing: its objects segs (as for Chain) and the starts of its log
+// start markers (StartKey). The log is Chain's, less the objects wholly
+// below the highest marker, and starts at that marker or at the first
+// object kept, whichever is higher: a delete-records or retention trim
+// whose objects were not deleted yet stays done. With no object left it
+// is empty at the marker (or 0).
+func RemoteLog(segs []Segment, starts []int64) ([]Segment, int64) {
+	start := int64(0)
+	for _, s := range starts {
+		start = max(start, s)
+	}
+	chain := Chain(segs)
+	k := 0
+	for k < len(chain) && chain[k].End <= start {
+		k++
+	}
+	chain = chain[k:]
+	if len(chain) > 0 {
+		start = max(start, chain[0].Base)
+	}
+	return chain, start
+}

@@ -40,6 +40,60 @@ func TestChain(t *testing.T) {
 	}
 }
 
+// TestRemoteLog: a recovery's log honours the highest log start marker:
+// a delete-records inside the first object starts the log there, the
+// objects wholly below it (trimmed, their deletion pending) are left out,
+// a marker below the first object (its objects deleted, the marker late)
+// gives way to that object, and a marker past every object is an empty
+// log there.
+func TestRemoteLog(t *testing.T) {
+	s := func(base, end int64) Segment { return Segment{Base: base, End: end, Term: 1, Bytes: 10} }
+	segs := []Segment{s(0, 4), s(4, 9), s(9, 12)}
+	for _, c := range []struct {
+		name      string
+		segs      []Segment
+		starts    []int64
+		want      []Segment
+		wantStart int64
+	}{
+		{"no marker", segs, nil, segs, 0},
+		{"inside the first object", segs, []int64{2}, segs, 2},
+		{"highest marker wins", segs, []int64{6, 2, 5}, segs[1:], 6},
+		{"at an object's end", segs, []int64{9}, segs[2:], 9},
+		{"below the first object", segs[1:], []int64{2}, segs[1:], 4},
+		{"past every object", segs, []int64{15}, []Segment{}, 15},
+		{"nothing", nil, nil, nil, 0},
+	} {
+		got, start := RemoteLog(c.segs, c.starts)
+		if len(got) == 0 && len(c.want) == 0 {
+			got, c.want = nil, nil
+		}
+		if !reflect.DeepEqual(got, c.want) || start != c.wantStart {
+			t.Errorf("%s: RemoteLog = %v from %d, want %v from %d", c.name, got, start, c.want, c.wantStart)
+		}
+		if _, err := Restore(got, start); err != nil {
+			t.Errorf("%s: the log does not restore: %v", c.name, err)
+		}
+	}
+}
+
+// TestStartKey: a marker's key reads back; other keys do not.
+func TestStartKey(t *testing.T) {
+	const prefix = "topics/u/3"
+	if k := StartKey(prefix, 1234); k != "topics/u/3/00000000000000001234.start" {
+		t.Fatalf("StartKey = %q", k)
+	}
+	if s, ok := ParseStartKey(prefix, StartKey(prefix, 1234)); !ok || s != 1234 {
+		t.Fatalf("ParseStartKey = %d %v", s, ok)
+	}
+	for _, k := range []string{StartKey("topics/u/4", 1), SegmentKey(prefix, Segment{Base: 1, End: 2, Term: 1}),
+		prefix + "/-0000000000000000001.start", prefix + "/1234.start", prefix + "/x/00000000000000001234.start"} {
+		if _, ok := ParseStartKey(prefix, k); ok {
+			t.Errorf("ParseStartKey(%q) accepted", k)
+		}
+	}
+}
+
 // TestDescriptorRoundTrip: a descriptor reads back as written; what no
 // node writes is ErrDescriptor.
 func TestDescriptorRoundTrip(t *testing.T) {
