@@ -251,21 +251,7 @@ func TestMetaWriteOnFullDiskKeepsNode(t *testing.T) {
 // waits a bounded time for another leader, then campaigns, and hands the
 // leadership on to the replica with space once that one caught up.
 func TestFullNodeWithNewestLogLeadsWhenNoOtherCan(t *testing.T) {
-	c := newMetaCluster(t, 33, 3, func(cfg *Config) { cfg.MinFreeBytes = 1 << 20 })
-	c.createTopic(c.metaLeaderOf(), "t", 1, 3)
-	tp := TopicPartition{Topic: "t", Partition: 0}
-	want := c.produceN(tp, 5)
-	full := c.leader(tp)
-	var behind, down NodeID
-	for _, id := range c.ids {
-		switch {
-		case id == full:
-		case behind == 0:
-			behind = id
-		default:
-			down = id
-		}
-	}
+	c, tp, want, full, behind, down := floorCluster(t)
 	c.crash(down)
 	c.drop = func(e envelope) bool { return e.from == full && e.to == behind }
 	if res := c.produce(full, ProduceRequest{TopicPartition: tp, Acks: AcksLeader, ProducerID: -1, Batch: testBatch(t, "newest", 1)}); res.Err != nil {
@@ -312,21 +298,7 @@ func TestFullNodeWithNewestLogLeadsWhenNoOtherCan(t *testing.T) {
 // full-disk restart). It ticks again once no leader was heard from for
 // an election timeout past its hold-off.
 func TestFullFollowerLetsOthersElect(t *testing.T) {
-	c := newMetaCluster(t, 33, 3, func(cfg *Config) { cfg.MinFreeBytes = 1 << 20 })
-	c.createTopic(c.metaLeaderOf(), "t", 1, 3)
-	tp := TopicPartition{Topic: "t", Partition: 0}
-	want := c.produceN(tp, 5)
-	lead := c.leader(tp)
-	var full, other NodeID
-	for _, id := range c.ids {
-		switch {
-		case id == lead:
-		case full == 0:
-			full = id
-		default:
-			other = id
-		}
-	}
+	c, tp, want, lead, full, other := floorCluster(t)
 	d := c.disks[full]
 	d.SetCapacity(d.UsedBytes() + 512<<10) // below the floor
 	c.tick(3 * SpaceCheckTicks)
@@ -348,4 +320,26 @@ func TestFullFollowerLetsOthersElect(t *testing.T) {
 	if _, hwm := c.fetchAll(other, tp); hwm != want {
 		t.Fatalf("high-water mark %d, want %d", hwm, want)
 	}
+}
+
+// floorCluster is three nodes with a 1 MiB free-space floor and topic t
+// of one partition on all three, five records produced; it returns the
+// partition, its high-water mark, its leader and the two followers.
+func floorCluster(t *testing.T) (c *cluster, tp TopicPartition, hwm int64, lead, a, b NodeID) {
+	t.Helper()
+	c = newMetaCluster(t, 33, 3, func(cfg *Config) { cfg.MinFreeBytes = 1 << 20 })
+	c.createTopic(c.metaLeaderOf(), "t", 1, 3)
+	tp = TopicPartition{Topic: "t", Partition: 0}
+	hwm = c.produceN(tp, 5)
+	lead = c.leader(tp)
+	for _, id := range c.ids {
+		switch {
+		case id == lead:
+		case a == 0:
+			a = id
+		default:
+			b = id
+		}
+	}
+	return c, tp, hwm, lead, a, b
 }
