@@ -25,7 +25,8 @@ import (
 // transfer raft aborts after one, then another) plus a second. A full
 // node that takes a leadership (only it could win: the hold-off's end)
 // is given the bound again from then. Within the bound plus
-// fullLeaderlessSlack some replica must lead the group: a full node that
+// fullLeaderlessSlack of the stretch's start, or of its last leader's
+// going, some replica must lead the group: a full node that
 // restarted leaves it to its peers' quiesced followers, woken by its new
 // incarnation, or to itself past its hold-off. A restart,
 // a pause or a starved tick rate of the full node restarts the wait, as
@@ -52,10 +53,10 @@ type fullWatch struct {
 	fair []time.Duration
 	led  []bool
 	done []bool
-	// leading[g]: the node led g at its last look; served[g]: the
-	// stretch's leader check (some replica leads g) ran.
+	// leading[g]: the node led g at its last look; ledAt[g]: when some
+	// replica last led g in the stretch, plus one (0: none yet).
 	leading []bool
-	served  []bool
+	ledAt   []time.Duration
 	// buf holds the node's statuses of the look, peers its peers'.
 	buf   []node.GroupStatus
 	peers [][]node.GroupStatus
@@ -90,7 +91,7 @@ func (w *world) lookAtFullNode(n *simNode) {
 	}
 	if groups := w.probeGroups(); len(fw.fair) < groups {
 		fw.fair, fw.led, fw.done = make([]time.Duration, groups), make([]bool, groups), make([]bool, groups)
-		fw.leading, fw.served = make([]bool, groups), make([]bool, groups)
+		fw.leading, fw.ledAt = make([]bool, groups), make([]time.Duration, groups)
 	}
 	fw.buf = n.core.AppendStatus(fw.buf[:0])
 	peersRead := false
@@ -116,19 +117,22 @@ func (w *world) lookAtFullNode(n *simNode) {
 			// this one (it campaigns after two election timeouts
 			// without a leader, node/quiesce.go's holdOff, when only it
 			// can win): from then it must hand it on within the bound.
-			fw.fair[g], fw.led[g], fw.done[g], fw.served[g] = now+1, false, false, false
+			fw.fair[g], fw.led[g], fw.done[g], fw.ledAt[g] = now+1, false, false, 0
 		}
 		fw.led[g] = fw.led[g] || s.IsLeader
 		start := max(fw.below, fw.fair[g]) - 1
-		if !fw.served[g] && now >= start+bound+w.fullLeaderlessSlack() {
-			fw.served[g] = true
-			if !s.IsLeader && !peerLeads(fw.peers, s) {
-				w.fail("full disk: group %d (%s) has had no leader since %v, while node %d's disk was below its free-space "+
-					"floor and node %d, with space, could lead it (bound %v)",
-					g, w.groupLabel(g), start, n.id, w.nodes[to].id, bound+w.fullLeaderlessSlack())
-				return
+		if s.IsLeader || peerLeads(fw.peers, s) {
+			if fw.ledAt[g] == 0 {
+				w.coverage.Inc("check/full-disk-served")
 			}
-			w.coverage.Inc("check/full-disk-served")
+			fw.ledAt[g] = now + 1
+		} else if since := max(start, fw.ledAt[g]-1); now >= since+bound+w.fullLeaderlessSlack() {
+			// Leaderless since the stretch began, or since its last
+			// leader went (a crash in the stretch restarts the wait).
+			w.fail("full disk: group %d (%s) has had no leader since %v, while node %d's disk was below its free-space "+
+				"floor and node %d, with space, could lead it (bound %v)",
+				g, w.groupLabel(g), since, n.id, w.nodes[to].id, bound+w.fullLeaderlessSlack())
+			return
 		}
 		if fw.done[g] || now < start+bound {
 			continue
