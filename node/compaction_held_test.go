@@ -57,15 +57,7 @@ func TestRaftTrimWaitsForMajorityPrefix(t *testing.T) {
 // passes are held and the one that is down.
 func passOnLeaderOnly(c *cluster, kv TopicPartition) (lead, slow, down NodeID) {
 	lead = c.leader(kv)
-	for _, id := range c.ids {
-		switch {
-		case id == lead:
-		case slow == 0:
-			slow = id
-		default:
-			down = id
-		}
-	}
+	slow, down = c.othersThan(lead)
 	c.crash(down)
 	c.hold = func(id NodeID, j SyncJob) bool { return id == slow && j.passPhase != 0 }
 	for range 3 {

@@ -332,14 +332,6 @@ func floorCluster(t *testing.T) (c *cluster, tp TopicPartition, hwm int64, lead,
 	tp = TopicPartition{Topic: "t", Partition: 0}
 	hwm = c.produceN(tp, 5)
 	lead = c.leader(tp)
-	for _, id := range c.ids {
-		switch {
-		case id == lead:
-		case a == 0:
-			a = id
-		default:
-			b = id
-		}
-	}
+	a, b = c.othersThan(lead)
 	return c, tp, hwm, lead, a, b
 }

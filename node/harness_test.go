@@ -290,6 +290,21 @@ func (c *cluster) agreedLeader(tp TopicPartition) NodeID {
 	return lead
 }
 
+// othersThan is the two nodes of a three-node cluster other than id, in
+// id order.
+func (c *cluster) othersThan(id NodeID) (a, b NodeID) {
+	for _, o := range c.ids {
+		switch {
+		case o == id:
+		case a == 0:
+			a = o
+		default:
+			b = o
+		}
+	}
+	return a, b
+}
+
 // produce sends req to node id and settles until it completes.
 func (c *cluster) produce(id NodeID, req ProduceRequest) ProduceResult {
 	c.t.Helper()

@@ -320,7 +320,7 @@ func (jp *joinPlan) joinFits(w *world) bool {
 		if n.up {
 			if st, ok := n.core.MetadataStatus(); ok && st.Rejoining {
 				rejoining = true
-			} else if ok && n.spare {
+			} else if ok && n.spare && !slices.Contains(jp.caughtUp, id) {
 				jp.caughtUp = append(jp.caughtUp, id)
 			}
 		} else {
